@@ -1,0 +1,5 @@
+"""``python -m userturn``."""
+
+from userturn.cli import entrypoint
+
+entrypoint()

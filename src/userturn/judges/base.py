@@ -1,0 +1,41 @@
+"""What a judge is: a batched function from (context, user turn) to a Judgment.
+
+A judge sees only ``JudgeInput`` (the context messages and the candidate turn), never
+the model, dataset or reference turn, so verdicts can't leak metadata. ``version`` is
+part of the cache key: changing a rubric re-judges instead of mixing verdicts.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from userturn.spec import Spec
+from userturn.types import JudgeInput, Judgment
+
+
+class Judge(ABC):
+    version: str = "1"
+
+    def __init__(self, spec: Spec) -> None:
+        self.spec = spec
+
+    @property
+    def id(self) -> str:
+        """The judge's name in cells and label files (its spec, e.g. ``rules``)."""
+        return self.spec.raw
+
+    @abstractmethod
+    def judge(self, inputs: list[JudgeInput]) -> list[Judgment]:
+        """One Judgment per input, in input order. Never raises for one bad output:
+        that output becomes ``status="unparseable"`` or ``"error"``."""
+
+    def estimate(self, n_turns: int) -> dict[str, float | int | None]:
+        """Calls and cost to judge ``n_turns`` (for ``--dry-run``); free for offline judges."""
+        return {"calls": 0, "cost_usd": 0.0}
+
+    def calls_saved(self) -> int:
+        """LLM calls avoided (cascade); 0 for judges that make none."""
+        return 0
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release clients."""

@@ -1,0 +1,283 @@
+"""Threshold-free text measurements behind the rules judge.
+
+Everything here is a pure function of ``(context, user turn)`` so it can be computed once
+per row and re-thresholded cheaply: ``bench/judge_cv.py`` fits thresholds hundreds of
+times on the same features. The decisions (which label wins) live in ``rules.py``.
+
+Lexical overlap is measured on *content units*: lower-cased words of 3+ letters that are
+not English function words, stemmed to their first 5 letters (so ``difference`` and
+``differences`` match), plus character bigrams for CJK text, which has no spaces. This is
+ROUGE-1 recall on a crude stem, and is language-agnostic enough for the multilingual
+HealthBench conversations.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from userturn.types import Message
+
+_CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_CJK_RUN = re.compile(f"[{_CJK}]+")
+_LATINISH_WORD = re.compile(rf"(?:(?![{_CJK}])[^\W\d_])+")
+_STEM = 5
+
+STOPWORDS = frozenset(
+    """a an the and or but if then so of to in on at by for with from as is are was were be
+    been being do does did done have has had i me my we our you your he she it its they them
+    their this that these those what which who whom how why when where can could would should
+    will shall may might must not no yes there here about into over than too very just also
+    only some any all more most such own same other each few both out up down off again once
+    get got let lets make made one two use used like want need know tell give say please
+    thing things way well much many really""".split()
+)
+
+FILLERS = frozenset(
+    """thank thanks thx okay great cool nice perfect awesome good yeah yep nope sure alright
+    hello hey bye wow hmm fine right helpful helps""".split()
+)
+"""Words that carry politeness, not content: "Thanks!" alone is a degenerate turn."""
+_FILLER_STEMS = frozenset(w[:_STEM] for w in FILLERS)
+
+
+@dataclass(frozen=True)
+class TextFeatures:
+    """Threshold-free measurements of one user turn against its context."""
+
+    n_words: int
+    """Word tokens (each CJK character counts as one word)."""
+    n_units: int
+    """Distinct content units (see module docstring)."""
+    n_meaningful: int
+    """Content units that are not politeness fillers."""
+    sim_q: float
+    """Share of the turn's content units found in the previous user message."""
+    sim_a: float
+    """Share of the turn's content units found in the assistant's answer."""
+    grounding: float
+    """Share of the turn's content units found anywhere in the conversation."""
+    repetition: float
+    """Share of word trigrams that repeat an earlier trigram (loops score near 1)."""
+    letter_ratio: float
+    """Letters among non-space characters; garbage and symbol soup score low."""
+    script_switches: int
+    """Changes of writing system between consecutive letters (junk tokens switch often)."""
+    artifact: str | None
+    """A template/role token, mojibake or the like that the context does not contain."""
+    meta_planning: str | None
+    """An assistant-side planning phrase ("Here's a thinking process", "The user wants")."""
+    assistant_voice: str | None
+    """A phrase only the answering side says ("To solve this", "Certainly! Here are")."""
+    reference: str | None
+    """A pointer back into the conversation ("shorten this", "the result", "your code")."""
+    user_voice: bool
+    """The opening speaks as the asker: first person, or a request to "you"."""
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased word tokens; CJK runs are split into single characters."""
+    spaced = _CJK_RUN.sub(lambda m: " " + " ".join(m.group()) + " ", text.lower())
+    return re.findall(rf"[{_CJK}]|{_LATINISH_WORD.pattern}(?:['’]\w+)?", spaced)
+
+
+def content_units(text: str) -> set[str]:
+    """Stemmed content words plus CJK character bigrams (see the module docstring)."""
+    units = {
+        w[:_STEM]
+        for w in _LATINISH_WORD.findall(text.lower())
+        if len(w) >= 3 and w not in STOPWORDS
+    }
+    for run in _CJK_RUN.findall(text):
+        units.update(run[i : i + 2] for i in range(max(1, len(run) - 1)))
+    return units
+
+
+def containment(units: set[str], reference: set[str]) -> float:
+    """Share of ``units`` present in ``reference`` (0 when there is nothing to compare)."""
+    return len(units & reference) / len(units) if units else 0.0
+
+
+def repetition(tokens: Sequence[str], n: int = 3) -> float:
+    """1 - distinct/total word n-grams; 0 for texts too short to loop."""
+    grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+    if len(grams) < 4:
+        return 0.0
+    return 1.0 - len(set(grams)) / len(grams)
+
+
+def letter_ratio(text: str) -> float:
+    """Letters among non-space characters; 1.0 for texts too short to judge (< 20 chars)."""
+    chars = [c for c in text if not c.isspace()]
+    return sum(c.isalpha() for c in chars) / len(chars) if len(chars) >= 20 else 1.0
+
+
+def _script(ch: str) -> str:
+    """A coarse writing-system tag; enough to notice Latin text sprinkled with junk tokens."""
+    code = ord(ch)
+    for name, lo, hi in _SCRIPTS:
+        if lo <= code <= hi:
+            return name
+    return "latin" if code < 0x250 else "other"
+
+
+_SCRIPTS = (
+    ("cjk", 0x3040, 0x9FFF),
+    ("hangul", 0xAC00, 0xD7AF),
+    ("cyrillic", 0x0400, 0x04FF),
+    ("greek", 0x0370, 0x03FF),
+    ("arabic", 0x0600, 0x06FF),
+    ("hebrew", 0x0590, 0x05FF),
+    ("indic", 0x0900, 0x0DFF),
+    ("thai", 0x0E00, 0x0E7F),
+)
+
+
+def script_switches(text: str) -> int:
+    letters = [_script(c) for c in text if c.isalpha()]
+    return sum(a != b for a, b in zip(letters, letters[1:]))
+
+
+def last_user_and_answer(messages: Sequence[Message]) -> tuple[str, str]:
+    """(q, a): the last user message and the final assistant turn ("" when absent)."""
+    answer = str(messages[-1].get("content") or "") if messages else ""
+    if messages and messages[-1].get("role") != "assistant":
+        answer = ""
+    question = next(
+        (str(m.get("content") or "") for m in reversed(messages) if m.get("role") == "user"), ""
+    )
+    return question, answer
+
+
+def measure(messages: Sequence[Message], turn: str) -> TextFeatures:
+    """All threshold-free features of ``turn`` given the conversation ``messages``."""
+    question, answer = last_user_and_answer(messages)
+    context = " ".join(str(m.get("content") or "") for m in messages)
+    units = content_units(turn)
+    tokens = words(turn)
+    return TextFeatures(
+        n_words=len(tokens),
+        n_units=len(units),
+        n_meaningful=len(units - _FILLER_STEMS),
+        sim_q=containment(units, content_units(question)),
+        sim_a=containment(units, content_units(answer)),
+        grounding=containment(units, content_units(context)),
+        repetition=repetition(tokens),
+        letter_ratio=letter_ratio(turn),
+        script_switches=script_switches(turn),
+        artifact=find_artifact(turn, context),
+        meta_planning=_first_match(_META_PLANNING, turn[:600]),
+        assistant_voice=_first_match(_ASSISTANT_VOICE, turn),
+        reference=_first_match(_REFERENCE, turn),
+        user_voice=_USER_VOICE.search(" ".join(turn.split()[:25])) is not None,
+    )
+
+
+# --- phrase detectors -------------------------------------------------------------------
+# Each list names one failure mode of the paper; patterns are deliberately specific, since a
+# false hit on a real user ("I need to check with my doctor") costs a genuine follow-up.
+
+_TEMPLATE_TOKEN = re.compile(
+    r"<\|[A-Za-z_]{2,24}\|>|</?(?:start|end)_of_turn>|\[/?INST\]|<</?SYS>>|</?s>"
+    r"|<(?:bos|eos|pad|unk)>|\b(?:start|end)_header_id\b"
+)
+_LEAKS = (
+    # a role header left on its own line, or glued to a junk token ("mendatangmodel")
+    re.compile(r"(?im)^[ \t]*(?:user|assistant|model|system)[ \t]*:?[ \t]*$"),
+    re.compile(r"(?m)[^\W\d_](?:user|model|assistant)[ \t]*$"),
+    # UTF-8 read as Latin-1
+    re.compile(r"Ã[\u0080-\u00bf]|â€|Â[\u00a0-\u00bf]|\ufffd"),
+)
+
+_META_PLANNING = tuple(
+    re.compile(p, re.IGNORECASE | re.MULTILINE)
+    for p in (
+        r"here(?:'s| is) (?:a |my )?(?:thinking|thought) process",
+        r"^\W*(?:thinking|thought) process\b",
+        r"</?think>",
+        r"^\W*(?:(?:okay|ok|alright|so|hmm+|well)[,.]?\s+)*let me (?:think|analy[sz]e|break"
+        r"|figure|plan|draft|re-?read|recall|work (?:through|out))",
+        r"\b(?:the|this) user(?:'s)? (?:wants|is asking|asks|asked|has asked|request|question"
+        r"|query|prompt|message)",
+        r"\b(?:check|verify|satisfy|meet|re-?read)(?:ing)? (?:the|all|these|those|each|every)"
+        r" (?:\w+ )?(?:constraints?|requirements?|instructions?)\b",
+        r"\b(?:analy[sz]e|deconstruct|parse)(?:ing)? the (?:\w+ )?(?:request|prompt|query|task)",
+        r"\b(?:i|we) (?:need|have|should|must) to (?:respond|reply|answer the|produce|output"
+        r"|draft|write (?:a|the|my) (?:response|answer|reply))\b",
+        r"\b(?:my|the) (?:response|answer|reply|output) (?:should|must|needs to)\b",
+    )
+)
+
+_ASSISTANT_VOICE = tuple(
+    re.compile(p, re.IGNORECASE | re.MULTILINE)
+    for p in (
+        r"^\W*to (?:solve|determine|find|calculate|compute|verify|evaluate) (?:this|the|how"
+        r"|whether|what|which)\b",
+        r"^\W*(?:sure|certainly|absolutely|of course)[!,.]?\s+(?:here|below|i(?:'d| would) be"
+        r" (?:happy|glad)|i can help|let(?:'s| me))",
+        r"^\W*let's (?:break|solve|calculate|compute|start by|go through|denote|use|find"
+        r"|determine|verify)\b",
+        r"^\W*step \d+\s*[:.]",
+        r"\bwe (?:need|have) to (?:follow|first|break)\b",
+        r"i(?:'|’)?m (?:sorry|afraid)[^.\n]{0,40}\b(?:can(?:not|'t|’t)|unable to|not able to)"
+        r" (?:assist|help|provide|fulfill|comply|answer|give)",
+        r"\bi(?:'|’)?m (?:unable|not able) to (?:assist|help|provide)",
+        r"\bas an ai\b|\bas a (?:chatbot|language model|virtual assistant|ai (?:model|assistant))",
+        r"^\s*(?:\d+\.|[-*])\s+\*\*[^*\n]+\*\*",
+        r"^#{1,4} \S",
+        # a question answered by the turn itself
+        r"\?[ \t]*\n\s*\n\s*(?:yes|no|certainly|sure|absolutely|of course)\b[,!.]",
+    )
+)
+
+_REFERENCE = (
+    re.compile(
+        r"\b(?:this|these|those|them)\b|^that\b|\b(?:is|does|was|about|by|mean) that\b"
+        r"|\b(?:make|do|put|turn|rewrite|change|convert|explain|shorten|simplify|expand|translate"
+        r"|summari[sz]e|format|fix|continue|try|run) (?:it|that)\b"
+        r"|\byour (?:answer|response|reply|explanation|code|list|example|suggestions?|script"
+        r"|solution|math|calculation|story|previous)"
+        r"|\byou (?:said|mentioned|wrote|suggested|listed|gave|described|explained)"
+        r"|\bthe (?:result|answer|response|code|script|list|story|example|problem|solution"
+        r"|output|steps?|options?|above)\b"
+        r"|\bsteps? \d+\b",
+        re.IGNORECASE,
+    ),
+    # bare continuation/challenge requests only make sense about the previous answer
+    re.compile(
+        r"^\W*(?:please\W+)?(?:continue|go on|keep going|go ahead|more|elaborate|expand|finish"
+        r"|why|how so|really|are you sure|next|继续|为什么|continua|continúa|sigue)\b",
+        re.IGNORECASE,
+    ),
+)
+
+_USER_VOICE = re.compile(
+    r"\b(?:i|i'm|i’m|i've|i’ve|i'd|i’d|my|me|please|can you|could you|would you|your)\b",
+    re.IGNORECASE,
+)
+
+
+def _first_match(patterns: Sequence[re.Pattern[str]], text: str) -> str | None:
+    for pattern in patterns:
+        hit = pattern.search(text)
+        if hit:
+            return hit.group(0).strip()[:40] or hit.group(0)[:40]
+    return None
+
+
+def find_artifact(turn: str, context: str) -> str | None:
+    """A template token anywhere, or a role leak/mojibake the context didn't already contain.
+
+    Copying the answer's own debris is a restatement, not a new artifact, so leaks are
+    checked against the context; template tokens never belong in a user turn.
+    """
+    hit = _TEMPLATE_TOKEN.search(turn)
+    if hit:
+        return hit.group(0)
+    for pattern in _LEAKS:
+        seen = {m.group(0).strip() for m in pattern.finditer(context)}
+        for leak in pattern.finditer(turn):
+            if leak.group(0).strip() not in seen:
+                return leak.group(0).strip()
+    return None

@@ -1,0 +1,150 @@
+"""Typed records that flow between pipeline stages.
+
+Stages are plain functions over these records; only backends and judges hold state.
+Records are frozen dataclasses so that a stage can't mutate what an earlier stage
+stored, and so that they hash and compare by value in tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant"]
+Label = Literal[
+    "previous_turn_restate",
+    "assistant_turn_restate",
+    "meta_planning",
+    "new_task_prompt",
+    "malformed_artifact",
+    "degenerate_short",
+    "plausible_followup",
+    "other",
+]
+LABELS: tuple[Label, ...] = (
+    "previous_turn_restate",
+    "assistant_turn_restate",
+    "meta_planning",
+    "new_task_prompt",
+    "malformed_artifact",
+    "degenerate_short",
+    "plausible_followup",
+    "other",
+)
+JudgeStatus = Literal["ok", "unparseable", "error"]
+Finish = Literal["stop", "length", "error"]
+HistoryReasoning = Literal["template", "strip", "keep"]
+
+Message = dict[str, Any]
+"""A chat message: ``{"role": ..., "content": ...}``, optionally ``reasoning_content``."""
+
+
+@dataclass(frozen=True)
+class Item:
+    """One benchmark item or held-out conversation.
+
+    ``messages`` ends with a user turn for self-answered items (the model answers it),
+    or with an assistant turn for held-out items (the answer is given, not generated).
+    """
+
+    id: str
+    dataset: str
+    messages: tuple[Message, ...]
+    reference: dict[str, Any] | None = None
+    """Gold data for scoring (e.g. ``{"answer": "18"}``); never shown to a model or judge."""
+    reference_turn: str | None = None
+    """The real next user turn, when the source has one (held-out sets, MT-Bench)."""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def held_out(self) -> bool:
+        return bool(self.messages) and self.messages[-1]["role"] == "assistant"
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """All sampling options as one object, as in vLLM's ``SamplingParams``."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_tokens: int = 256
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    n: int = 1
+
+    def key(self) -> dict[str, Any]:
+        """What goes into a record's content hash (``n`` and ``seed`` are per sample)."""
+        return {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "top_k": self.top_k,
+            "max_tokens": self.max_tokens,
+            "stop": list(self.stop),
+        }
+
+
+@dataclass(frozen=True)
+class GenRequest:
+    """A rendered prompt for a raw completion, tagged with the role it writes.
+
+    The role is carried so a backend can refuse to write a user turn it can't produce
+    faithfully; backends never swap roles.
+    """
+
+    prompt: str
+    role: Role
+    params: SamplingParams
+    seeds: tuple[int | None, ...] = (None,)
+    """One seed per sample: ``len(seeds)`` samples share this prompt (and its prefix)."""
+    prompt_token_ids: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    finish: Finish
+    completion_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class GenResult:
+    """The samples for one request, in seed order, plus prompt-cache accounting."""
+
+    completions: tuple[Completion, ...]
+    prompt_tokens: int = 0
+    prompt_tokens_reused: int = 0
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """One judge's verdict on one user turn.
+
+    ``genuine`` and ``label`` are None unless ``status == "ok"``: an unparseable or failed
+    judgment is kept and counted, never folded into "not genuine".
+    """
+
+    judge: str
+    genuine: bool | None
+    label: Label | None
+    rationale: str
+    status: JudgeStatus = "ok"
+    usage: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "judge": self.judge,
+            "genuine_followup": self.genuine if self.status == "ok" else None,
+            "label": self.label if self.status == "ok" else None,
+            "rationale": self.rationale,
+            "status": self.status,
+        }
+
+
+@dataclass(frozen=True)
+class JudgeInput:
+    """What a judge may see: the context and the candidate turn, nothing else."""
+
+    id: str
+    messages: tuple[Message, ...]
+    user_turn: str
