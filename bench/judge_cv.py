@@ -72,7 +72,7 @@ def cross_validate(
 
 def confusion(labels: np.ndarray, pred: np.ndarray) -> str:
     """Reference → predicted counts, off-diagonal only, most frequent first."""
-    pairs = Counter((a, b) for a, b in zip(labels, pred) if a != b)
+    pairs = Counter((a, b) for a, b in zip(labels, pred, strict=True) if a != b)
     return "\n".join(f"  {n:3d}  {a} -> {b}" for (a, b), n in pairs.most_common())
 
 

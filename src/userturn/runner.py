@@ -18,7 +18,7 @@ from userturn.backends import load_backend
 from userturn.config import RunConfig
 from userturn.datasets import Dataset, load_dataset
 from userturn.errors import UserError
-from userturn.export import STORE_NAME, manifest, write_manifest, write_outputs
+from userturn.export import STORE_NAME, manifest, write_json, write_manifest, write_outputs
 from userturn.judges import Judge, load_judge
 from userturn.judging import judge_rows
 from userturn.pipeline import AnswerEvent, Event, ItemWorker, RunStats, UserEvent, samples_at
@@ -146,6 +146,7 @@ def run(cfg: RunConfig, out: Path | None = None, progress: Progress | None = Non
         rows, described = _generate(cfg, jobs, store, date, stats, progress)
         _judge(store, judges, rows, stats, progress)
         cells = write_outputs(out, store)
+        write_json(out / "run_stats.json", stats.to_json())
         write_manifest(out, manifest(cfg.model_dump(mode="json"), date.isoformat(), described,
                                      [{**j.dataset.describe(), "id": j.dataset.id,
                                        "items_used": len(j.items)} for j in jobs]))

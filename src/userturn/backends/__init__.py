@@ -18,7 +18,8 @@ MODEL_MAPPING: dict[str, tuple[str, str]] = {
     "vllm": ("userturn.backends.vllm:VLLMBackend", "vllm"),
     "openai": ("userturn.backends.openai:OpenAIBackend", "openai"),
 }
-ALIASES: dict[str, str] = {"smollm2-135m": "llamacpp:smollm2-135m"}
+ALIASES: dict[str, str] = {"smollm2-135m": "llamacpp:smollm2-135m",
+                           "qwen2.5-coder-0.5b": "llamacpp:qwen2.5-coder-0.5b"}  # opt-in
 """Named models. The embedded default is SmolLM2-135M-Instruct via llama.cpp."""
 
 

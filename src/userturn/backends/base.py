@@ -81,30 +81,26 @@ class Backend(ABC):
 
     @abstractmethod
     def builtin_template(self) -> tuple[str, str, str, str]:
-        """(template source, where it came from, bos text, eos text) from the model."""
+        """(template source or "" if the model has none, where it came from, bos text,
+        eos text) from the model's own files."""
 
     def template(self, opts: TemplateOptions) -> ChatTemplate:
         """The model's own template, or ``--chat-template FILE`` with token overrides."""
+        source, name, bos, eos = self.builtin_template()
         if opts.path:
             path = Path(opts.path)
             if not path.is_file():
                 raise UserError("chat template file not found", file=opts.path)
             source, name = path.read_text(encoding="utf-8"), str(path)
-            _, _, bos, eos = self._builtin_or_blank()
-        else:
-            source, name, bos, eos = self.builtin_template()
+        if not source:
+            raise UserError("the model has no chat template; pass --chat-template FILE "
+                            "(runtimes silently fall back to a generic format)", file=name)
         return ChatTemplate(
             source=source, name=name,
             bos_token=bos if opts.bos_token is None else opts.bos_token,
             eos_token=eos if opts.eos_token is None else opts.eos_token,
             date=opts.date, runtime_adds_bos=self.runtime_adds_bos,
         )
-
-    def _builtin_or_blank(self) -> tuple[str, str, str, str]:
-        try:
-            return self.builtin_template()
-        except UserError:
-            return "", "", "", ""
 
     def tokenize(self, text: str) -> list[int] | None:
         """Token ids as the runtime will see them (no added BOS handling here)."""

@@ -46,6 +46,11 @@ class LlamaCppBackend(Backend):
             self.path = assets.fetch(assets.SMOLLM2)
             self._model_id = "smollm2-135m"
             self._revision = assets.SMOLLM2.sha256 or ""
+        elif spec.target == "qwen2.5-coder-0.5b":  # opt-in: fetched only when named
+            from userturn import assets_qwen
+
+            self.path = assets_qwen.fetch_multipart(assets_qwen.QWEN25_CODER_05B)
+            self._model_id, self._revision = spec.target, assets_qwen.QWEN25_CODER_05B.sha256
         else:
             self.path = Path(spec.target)
             if not self.path.is_file():
@@ -82,9 +87,16 @@ class LlamaCppBackend(Backend):
         return llama_cpp.Llama(model_path=str(self.path), n_ctx=self.n_ctx,
                                n_threads=self.n_threads, n_batch=512, verbose=False)
 
-    @property
-    def runtime_adds_bos(self) -> bool:
-        return str(self._vocab.metadata.get("tokenizer.ggml.add_bos_token", "false")) == "true"
+    @cached_property
+    def runtime_adds_bos(self) -> bool:  # type: ignore[override]
+        """Whether llama.cpp prepends BOS when it tokenizes a prompt string.
+
+        Asked of llama.cpp itself rather than read from ``tokenizer.ggml.add_bos_token``:
+        when that key is absent, llama.cpp's default depends on the vocab type (Llama-3
+        BPE adds BOS; SmolLM2 and Qwen don't).
+        """
+        ids = self._vocab.tokenize(b"a", add_bos=True, special=False)
+        return bool(ids) and ids[0] == self._vocab.token_bos()
 
     def _token_text(self, key: str) -> str:
         tid = self._vocab.metadata.get(key)
@@ -94,11 +106,7 @@ class LlamaCppBackend(Backend):
         return piece.decode("utf-8", errors="replace")
 
     def builtin_template(self) -> tuple[str, str, str, str]:
-        source = self._vocab.metadata.get("tokenizer.chat_template")
-        if not source:
-            raise UserError("this GGUF has no chat template; pass --chat-template FILE "
-                            "(llama.cpp would silently fall back to llama-2 format)",
-                            file=str(self.path))
+        source = str(self._vocab.metadata.get("tokenizer.chat_template") or "")
         return (source, f"{self.path}#tokenizer.chat_template",
                 self._token_text("tokenizer.ggml.bos_token_id"),
                 self._token_text("tokenizer.ggml.eos_token_id"))

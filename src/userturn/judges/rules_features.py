@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from userturn.types import Message
 
@@ -24,19 +25,25 @@ _CJK_RUN = re.compile(f"[{_CJK}]+")
 _LATINISH_WORD = re.compile(rf"(?:(?![{_CJK}])[^\W\d_])+")
 _STEM = 5
 
-STOPWORDS = frozenset(
+
+def _wordset(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+STOPWORDS = _wordset(
     """a an the and or but if then so of to in on at by for with from as is are was were be
     been being do does did done have has had i me my we our you your he she it its they them
     their this that these those what which who whom how why when where can could would should
     will shall may might must not no yes there here about into over than too very just also
     only some any all more most such own same other each few both out up down off again once
     get got let lets make made one two use used like want need know tell give say please
-    thing things way well much many really""".split()
+    thing things way well much many really help explain provide write question answer
+    example information following think new"""
 )
 
-FILLERS = frozenset(
+FILLERS = _wordset(
     """thank thanks thx okay great cool nice perfect awesome good yeah yep nope sure alright
-    hello hey bye wow hmm fine right helpful helps""".split()
+    hello hey bye wow hmm fine right helpful helps"""
 )
 """Words that carry politeness, not content: "Thanks!" alone is a degenerate turn."""
 _FILLER_STEMS = frozenset(w[:_STEM] for w in FILLERS)
@@ -56,6 +63,9 @@ class TextFeatures:
     """Share of the turn's content units found in the previous user message."""
     sim_a: float
     """Share of the turn's content units found in the assistant's answer."""
+    closer_to_q: bool
+    """Verbatim overlap (character 5-grams) is higher with q than with a: which one a
+    restatement copies when the answer itself repeats the prompt's words."""
     grounding: float
     """Share of the turn's content units found anywhere in the conversation."""
     repetition: float
@@ -73,7 +83,7 @@ class TextFeatures:
     reference: str | None
     """A pointer back into the conversation ("shorten this", "the result", "your code")."""
     user_voice: bool
-    """The opening speaks as the asker: first person, or a request to "you"."""
+    """The first 10 words speak as the asker: first person, or a request to "you"."""
 
 
 def words(text: str) -> list[str]:
@@ -99,6 +109,17 @@ def containment(units: set[str], reference: set[str]) -> float:
     return len(units & reference) / len(units) if units else 0.0
 
 
+def _char_overlap(text: str, reference: str, n: int = 5) -> float:
+    """Share of the text's character n-grams found in the reference (case/space-folded)."""
+
+    def grams(t: str) -> set[str]:
+        t = " ".join(t.lower().split())
+        return {t[i : i + n] for i in range(len(t) - n + 1)}
+
+    mine = grams(text)
+    return len(mine & grams(reference)) / len(mine) if mine else 0.0
+
+
 def repetition(tokens: Sequence[str], n: int = 3) -> float:
     """1 - distinct/total word n-grams; 0 for texts too short to loop."""
     grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
@@ -113,15 +134,6 @@ def letter_ratio(text: str) -> float:
     return sum(c.isalpha() for c in chars) / len(chars) if len(chars) >= 20 else 1.0
 
 
-def _script(ch: str) -> str:
-    """A coarse writing-system tag; enough to notice Latin text sprinkled with junk tokens."""
-    code = ord(ch)
-    for name, lo, hi in _SCRIPTS:
-        if lo <= code <= hi:
-            return name
-    return "latin" if code < 0x250 else "other"
-
-
 _SCRIPTS = (
     ("cjk", 0x3040, 0x9FFF),
     ("hangul", 0xAC00, 0xD7AF),
@@ -134,9 +146,19 @@ _SCRIPTS = (
 )
 
 
+def _script(ch: str) -> str:
+    """A coarse writing-system tag; enough to notice Latin text sprinkled with junk tokens."""
+    code = ord(ch)
+    for name, lo, hi in _SCRIPTS:
+        if lo <= code <= hi:
+            return name
+    return "latin" if code < 0x250 else "other"
+
+
 def script_switches(text: str) -> int:
+    """How often consecutive letters change writing system ("other技术" switches twice)."""
     letters = [_script(c) for c in text if c.isalpha()]
-    return sum(a != b for a, b in zip(letters, letters[1:]))
+    return sum(a != b for a, b in pairwise(letters))
 
 
 def last_user_and_answer(messages: Sequence[Message]) -> tuple[str, str]:
@@ -162,6 +184,7 @@ def measure(messages: Sequence[Message], turn: str) -> TextFeatures:
         n_meaningful=len(units - _FILLER_STEMS),
         sim_q=containment(units, content_units(question)),
         sim_a=containment(units, content_units(answer)),
+        closer_to_q=_char_overlap(turn, question) > _char_overlap(turn, answer),
         grounding=containment(units, content_units(context)),
         repetition=repetition(tokens),
         letter_ratio=letter_ratio(turn),
@@ -170,7 +193,7 @@ def measure(messages: Sequence[Message], turn: str) -> TextFeatures:
         meta_planning=_first_match(_META_PLANNING, turn[:600]),
         assistant_voice=_first_match(_ASSISTANT_VOICE, turn),
         reference=_first_match(_REFERENCE, turn),
-        user_voice=_USER_VOICE.search(" ".join(turn.split()[:25])) is not None,
+        user_voice=_USER_VOICE.search(" ".join(turn.split()[:10])) is not None,
     )
 
 
@@ -185,10 +208,14 @@ _TEMPLATE_TOKEN = re.compile(
 _LEAKS = (
     # a role header left on its own line, or glued to a junk token ("mendatangmodel")
     re.compile(r"(?im)^[ \t]*(?:user|assistant|model|system)[ \t]*:?[ \t]*$"),
-    re.compile(r"(?m)[^\W\d_](?:user|model|assistant)[ \t]*$"),
+    re.compile(r"\S*[^\W\d_](?:user|model|assistant)(?=[ \t]*\n)"),
     # UTF-8 read as Latin-1
     re.compile(r"Ã[\u0080-\u00bf]|â€|Â[\u00a0-\u00bf]|\ufffd"),
 )
+_REAL_WORDS = _wordset(
+    "remodel premodel submodel supermodel superuser poweruser multiuser enduser nonuser"
+)
+"""Words that end in a role name on their own; anything else glued to one is debris."""
 
 _META_PLANNING = tuple(
     re.compile(p, re.IGNORECASE | re.MULTILINE)
@@ -201,7 +228,7 @@ _META_PLANNING = tuple(
         r"\b(?:the|this) user(?:'s)? (?:wants|is asking|asks|asked|has asked|request|question"
         r"|query|prompt|message)",
         r"\b(?:check|verify|satisfy|meet|re-?read)(?:ing)? (?:the|all|these|those|each|every)"
-        r" (?:\w+ )?(?:constraints?|requirements?|instructions?)\b",
+        r" (?:\w+ ){0,2}(?:constraints?|requirements?|instructions?)\b",
         r"\b(?:analy[sz]e|deconstruct|parse)(?:ing)? the (?:\w+ )?(?:request|prompt|query|task)",
         r"\b(?:i|we) (?:need|have|should|must) to (?:respond|reply|answer the|produce|output"
         r"|draft|write (?:a|the|my) (?:response|answer|reply))\b",
@@ -244,10 +271,14 @@ _REFERENCE = (
         r"|\bsteps? \d+\b",
         re.IGNORECASE,
     ),
-    # bare continuation/challenge requests only make sense about the previous answer
+    # bare continuation, revision and challenge requests are about the previous answer
     re.compile(
-        r"^\W*(?:please\W+)?(?:continue|go on|keep going|go ahead|more|elaborate|expand|finish"
-        r"|why|how so|really|are you sure|next|继续|为什么|continua|continúa|sigue)\b",
+        r"^\W*(?:(?:please|now|ok(?:ay)?|and|but|so)\W+)*(?:continue|go on|keep going|go ahead"
+        r"|more|elaborate|expand|finish|why|how so|really|are you sure|next|what about|how about"
+        r"|translate|rewrite|rephrase|paraphrase|summari[sz]e|shorten|simplify"
+        r"|继续|为什么|continua|continúa|sigue)\b"
+        r"|(?<![$.,\d])\b(?:\d+|a few|some|any|another) more\b(?! than)"
+        r"|\bmore (?:examples?|details?|ideas?|options?)\b",
         re.IGNORECASE,
     ),
 )
@@ -278,6 +309,7 @@ def find_artifact(turn: str, context: str) -> str | None:
     for pattern in _LEAKS:
         seen = {m.group(0).strip() for m in pattern.finditer(context)}
         for leak in pattern.finditer(turn):
-            if leak.group(0).strip() not in seen:
-                return leak.group(0).strip()
+            token = leak.group(0).strip()
+            if token not in seen and token.lower().strip("*_\"'(") not in _REAL_WORDS:
+                return token
     return None

