@@ -58,7 +58,7 @@ class _GenerationTag(jinja2.ext.Extension):
     """``{% generation %}...{% endgeneration %}`` marks assistant tokens for training
     masks in HF; for rendering it is transparent."""
 
-    tags = {"generation"}
+    tags = {"generation"}  # noqa: RUF012 - jinja2 API expects a plain set
 
     def parse(self, parser: Any) -> nodes.Node:
         lineno = next(parser.stream).lineno

@@ -47,7 +47,7 @@ def judge_rows(store: Store, judges: list[Judge], rows: list[UserTurnRow],
             batch = todo[start:start + BATCH]
             verdicts = judge.judge([judge_input(r) for r in batch])
             assert len(verdicts) == len(batch), f"judge {judge.id} dropped outputs"
-            for row, v in zip(batch, verdicts):
+            for row, v in zip(batch, verdicts, strict=True):
                 store.put_judgment(row.key, judge.id,
                                    {**v.to_json(), "version": judge.version, "usage": v.usage})
                 calls += int(v.usage.get("calls", 0))

@@ -144,13 +144,14 @@ class ItemWorker:
             return
         reqs = [GenRequest(prompt=p, role="assistant", params=pa, seeds=(pa.seed,))
                 for _, _, p, pa in todo]
-        for (item, key, prompt, _), res in zip(todo, self.backend.generate(reqs)):
+        for (item, key, prompt, _), res in zip(todo, self.backend.generate(reqs), strict=True):
             comp = res.completions[0]
             parts = split_reasoning(comp.text)
             score = dataset.score(item, parts.final)
             yield AnswerEvent(key, item, {
                 "model": self.backend.model_id, "text": comp.text,
-                "reasoning": parts.reasoning, "final": parts.final, "finish": comp.finish, "completion_tokens": comp.completion_tokens,
+                "reasoning": parts.reasoning, "final": parts.final, "finish": comp.finish,
+                "completion_tokens": comp.completion_tokens,
                 "prompt_sha": sha256(prompt), "template_sha": self.template.sha,
                 "prompt_tokens": res.prompt_tokens,
                 "prompt_tokens_reused": res.prompt_tokens_reused,
@@ -199,10 +200,10 @@ class ItemWorker:
         if not plan:
             return
         results = self.backend.generate([req for req, _ in plan])
-        for (_, rows), res in zip(plan, results):
+        for (_, rows), res in zip(plan, results, strict=True):
             share = (res.prompt_tokens // max(len(rows), 1),
                      res.prompt_tokens_reused // max(len(rows), 1))
-            for row, comp in zip(rows, res.completions):
+            for row, comp in zip(rows, res.completions, strict=True):
                 data = {**row.data, "user_turn": comp.text, "user_finish": comp.finish,
                         "user_tokens": comp.completion_tokens,
                         "thinking_markup": has_thinking_markup(comp.text),

@@ -154,7 +154,7 @@ class LlamaCppBackend(Backend):
         """
         cached = self.llm._input_ids[: self.llm.n_tokens]
         n = 0
-        for a, b in zip(cached, tokens[:-1]):
+        for a, b in zip(cached, tokens[:-1], strict=False):
             if a != b:
                 break
             n += 1

