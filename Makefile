@@ -15,7 +15,7 @@ $(VENV)/bin/python:
 
 # Core + llama.cpp (builds from source once, ~5 min; pip caches the wheel).
 $(VENV)/.stamp-run: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install -e '.[llamacpp,report]'
+	$(PIP) install -e '.[llamacpp]'
 	$(UT) data pull gsm8k
 	$(UT) data pull smollm2-135m
 	touch $@

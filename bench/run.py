@@ -1,0 +1,47 @@
+"""``make bench``: run every benchmark script and print one merged JSON object last.
+
+Each ``bench/<name>.py`` prints its figures as a JSON object on its last line. Scripts run
+one after another (never in parallel: the figures are ratios measured side by side inside
+one script, and a second script on the same 2 cores would skew them).
+
+Run: ``.venv/bin/python bench/run.py [name ...]``
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ORDER = ["core", "judge_cv", "p5_judge", "p6_aggregate", "p3_transformers", "cascade_dev"]
+
+
+def run_one(name: str) -> dict[str, object]:
+    script = HERE / f"{name}.py"
+    if not script.is_file():
+        return {}
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    secs = time.perf_counter() - start
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        print(f"bench {name}: FAILED ({proc.returncode}) {' | '.join(tail)}", file=sys.stderr)
+        return {f"{name}_failed": True}
+    print(f"bench {name}: {secs:.0f}s {lines[-1]}", file=sys.stderr)
+    result: dict[str, object] = json.loads(lines[-1])
+    return result
+
+
+def main(names: list[str]) -> None:
+    merged: dict[str, object] = {}
+    for name in names or ORDER:
+        merged.update(run_one(name))
+    print(json.dumps(merged))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
