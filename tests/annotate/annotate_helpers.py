@@ -21,9 +21,20 @@ from typing import Any
 from userturn.export import STORE_NAME
 from userturn.store import Store, UserTurnRow
 
-MARKERS = ("zqxMODELMARK", "zqxDATAMARK", "zqxITEMMARK", "zqxREFMARK", "zqxJUDGEMARK",
-           "zqxRATIONALEMARK", "zqxPERTMARK", "zqxSHAMARK", "zqxREASONMARK", "zqxFAMILYMARK",
-           "987654321", "0.731")
+MARKERS = (
+    "zqxMODELMARK",
+    "zqxDATAMARK",
+    "zqxITEMMARK",
+    "zqxREFMARK",
+    "zqxJUDGEMARK",
+    "zqxRATIONALEMARK",
+    "zqxPERTMARK",
+    "zqxSHAMARK",
+    "zqxREASONMARK",
+    "zqxFAMILYMARK",
+    "987654321",
+    "0.731",
+)
 """Strings that appear only in fields an annotator must never see."""
 
 SECOND_JUDGE = "llm:openai:zqxJUDGEMARK"
@@ -31,13 +42,19 @@ TRICKY = 'Is <script>alert("x")</script> safe? {{ 7*7 }} <b>bold</b> & &amp;'
 
 
 def _context(i: int) -> list[dict[str, Any]]:
-    return [{"role": "user", "content": f"Question {i}: {TRICKY}"},
-            {"role": "assistant", "content": f"Answer {i}: use <code>|e</code> on {{{{ x }}}}.",
-             "reasoning_content": "zqxREASONMARK hidden thoughts"}]
+    return [
+        {"role": "user", "content": f"Question {i}: {TRICKY}"},
+        {
+            "role": "assistant",
+            "content": f"Answer {i}: use <code>|e</code> on {{{{ x }}}}.",
+            "reasoning_content": "zqxREASONMARK hidden thoughts",
+        },
+    ]
 
 
-def build_store_run(run_dir: Path, n_items: int = 6, samples: int = 2,
-                    flip_every: int = 3) -> list[str]:
+def build_store_run(
+    run_dir: Path, n_items: int = 6, samples: int = 2, flip_every: int = 3
+) -> list[str]:
     """A run of ``n_items * samples`` user turns, judged by ``rules`` and SECOND_JUDGE.
 
     The second judge flips σ on every ``flip_every``-th record, so those are the
@@ -48,18 +65,38 @@ def build_store_run(run_dir: Path, n_items: int = 6, samples: int = 2,
     try:
         for i in range(n_items):
             item, akey = f"zqxITEMMARK-{i}", f"answer-{i}"
-            store.put_answer(akey, item, "zqxMODELMARK", "jsonl:zqxDATAMARK.jsonl",
-                             {"text": f"Answer {i}", "finish": "stop",
-                              "reasoning": "zqxREASONMARK"})
+            store.put_answer(
+                akey,
+                item,
+                "zqxMODELMARK",
+                "jsonl:zqxDATAMARK.jsonl",
+                {"text": f"Answer {i}", "finish": "stop", "reasoning": "zqxREASONMARK"},
+            )
             for s in range(samples):
                 key = f"{i:04d}{s:04d}" + "f" * 24
-                data = {"messages": _context(i), "user_turn": f"Why {i}.{s}? <i>{{{{ y }}}}</i>",
-                        "user_finish": "stop", "family": "zqxFAMILYMARK",
-                        "prompt_sha": "zqxSHAMARK-p", "template_sha": "zqxSHAMARK-t",
-                        "reference_turn": "zqxREFMARK real next turn"}
-                store.put_user_turn(UserTurnRow(key, akey, item, "zqxMODELMARK",
-                                                "jsonl:zqxDATAMARK.jsonl", 0.731, s, 987654321,
-                                                "append-question:zqxPERTMARK", data))
+                data = {
+                    "messages": _context(i),
+                    "user_turn": f"Why {i}.{s}? <i>{{{{ y }}}}</i>",
+                    "user_finish": "stop",
+                    "family": "zqxFAMILYMARK",
+                    "prompt_sha": "zqxSHAMARK-p",
+                    "template_sha": "zqxSHAMARK-t",
+                    "reference_turn": "zqxREFMARK real next turn",
+                }
+                store.put_user_turn(
+                    UserTurnRow(
+                        key,
+                        akey,
+                        item,
+                        "zqxMODELMARK",
+                        "jsonl:zqxDATAMARK.jsonl",
+                        0.731,
+                        s,
+                        987654321,
+                        "append-question:zqxPERTMARK",
+                        data,
+                    )
+                )
                 keys.append(key)
         for n, key in enumerate(keys):
             put_judgment(store, key, "rules", n % 2 == 0)
@@ -74,30 +111,58 @@ def add_second_judge(store: Store, flip_every: int = 3) -> None:
     judged = store.judgments()
     for n, row in enumerate(store.user_turns()):
         rules = next(j for j in judged[row.key] if j["judge"] == "rules")
-        put_judgment(store, row.key, SECOND_JUDGE,
-                     bool(rules["genuine_followup"]) != (n % flip_every == 0))
+        put_judgment(
+            store, row.key, SECOND_JUDGE, bool(rules["genuine_followup"]) != (n % flip_every == 0)
+        )
 
 
 def put_judgment(store: Store, key: str, judge: str, genuine: bool) -> None:
     label = "plausible_followup" if genuine else "previous_turn_restate"
-    store.put_judgment(key, judge, {"judge": judge, "genuine_followup": genuine,
-                                    "label": label, "status": "ok",
-                                    "rationale": f"zqxRATIONALEMARK by {judge}"})
+    store.put_judgment(
+        key,
+        judge,
+        {
+            "judge": judge,
+            "genuine_followup": genuine,
+            "label": label,
+            "status": "ok",
+            "rationale": f"zqxRATIONALEMARK by {judge}",
+        },
+    )
 
 
 ITEMS = [
-    {"id": "zqxITEMMARK-1", "reference_turn": "zqxREFMARK what about autoescape?",
-     "messages": [{"role": "user", "content": "How do I print <script>alert(1)</script> and "
-                                              "{{ user.name }} literally in Jinja?"},
-                  {"role": "assistant", "content": "Wrap it in {% raw %}…{% endraw %}; "
-                                                   "<b> then stays <b>."}]},
-    {"id": "zqxITEMMARK-2", "reference_turn": "zqxREFMARK and 7*7?",
-     "messages": [{"role": "user", "content": "What is 7*6?"},
-                  {"role": "assistant", "content": "7*6 = 42."}]},
-    {"id": "zqxITEMMARK-3",
-     "messages": [{"role": "system", "content": "You are terse."},
-                  {"role": "user", "content": "Name a prime above 10."},
-                  {"role": "assistant", "content": "11 is prime."}]},
+    {
+        "id": "zqxITEMMARK-1",
+        "reference_turn": "zqxREFMARK what about autoescape?",
+        "messages": [
+            {
+                "role": "user",
+                "content": "How do I print <script>alert(1)</script> and "
+                "{{ user.name }} literally in Jinja?",
+            },
+            {
+                "role": "assistant",
+                "content": "Wrap it in {% raw %}…{% endraw %}; <b> then stays <b>.",
+            },
+        ],
+    },
+    {
+        "id": "zqxITEMMARK-2",
+        "reference_turn": "zqxREFMARK and 7*7?",
+        "messages": [
+            {"role": "user", "content": "What is 7*6?"},
+            {"role": "assistant", "content": "7*6 = 42."},
+        ],
+    },
+    {
+        "id": "zqxITEMMARK-3",
+        "messages": [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "Name a prime above 10."},
+            {"role": "assistant", "content": "11 is prime."},
+        ],
+    },
 ]
 """Held-out conversations (ending in the assistant turn: no answer stage to pay for)."""
 
@@ -135,10 +200,22 @@ class Server:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> str:
-        cmd = [sys.executable, "-m", "userturn", "annotate", "serve", str(self.packet),
-               "--port", str(self.port)]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        cmd = [
+            sys.executable,
+            "-m",
+            "userturn",
+            "annotate",
+            "serve",
+            str(self.packet),
+            "--port",
+            str(self.port),
+        ]
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         wait_http(self.url + "/api/packet", self.proc)
         return self.url
 

@@ -37,9 +37,28 @@ def real_run(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     data = base / "zqxDATAMARK.jsonl"
     data.write_text("".join(json.dumps(i) + "\n" for i in ITEMS), encoding="utf-8")
     run = base / "run"
-    rc = main(["run", "--model", f"llamacpp:{model}", "--dataset", f"jsonl:{data}",
-               "--limit", "3", "--temperatures", "0,1", "--samples", "2",
-               "--max-user-tokens", "16", "--judge", "rules", "--out", str(run)])
+    # one thread: on a shared 2-core machine two llama.cpp threads spin on each other
+    rc = main(
+        [
+            "run",
+            "--model",
+            f"llamacpp:{model}?n_threads=1",
+            "--dataset",
+            f"jsonl:{data}",
+            "--limit",
+            "3",
+            "--temperatures",
+            "0,1",
+            "--samples",
+            "2",
+            "--max-user-tokens",
+            "16",
+            "--judge",
+            "rules",
+            "--out",
+            str(run),
+        ]
+    )
     assert rc == 0, "the real pipeline run failed"
     store = Store(run / STORE_NAME)
     try:

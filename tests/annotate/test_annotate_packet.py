@@ -47,18 +47,26 @@ def test_packet_holds_only_context_and_user_turn(store_run: Path, tmp_path: Path
         assert all(set(m) == {"role", "content"} for m in line["messages"])
         assert re.fullmatch(r"[0-9a-f]{10}", line["id"])
     blob = "".join(p.read_text() for p in packet.iterdir())
-    leaked = [m for m in (*MARKERS, "rules", "genuine_followup", "plausible_followup")
-              if m in blob and m != "plausible_followup"]
-    assert leaked == []
+    hidden = (*MARKERS, "rules", "genuine_followup", '"rationale"', '"judge"', "stratum")
+    assert [m for m in hidden if m in blob] == []
     record_ids = {e["record_id"] for e in key["examples"]}
     assert not any(line["id"] in rid for line in lines for rid in record_ids)
 
 
 def test_disagreement_sampling_uses_the_share(store_run: Path, tmp_path: Path) -> None:
-    key = export(store_run, tmp_path / "p", "--n", "6", "--disagreement-share", "0.5",
-                 "--judges", f"rules,{SECOND_JUDGE}", "--duplicates", "0")
-    assert Counter(e["stratum"] for e in key["examples"]) == {"disagreement": 3,
-                                                               "agreement": 3}
+    key = export(
+        store_run,
+        tmp_path / "p",
+        "--n",
+        "6",
+        "--disagreement-share",
+        "0.5",
+        "--judges",
+        f"rules,{SECOND_JUDGE}",
+        "--duplicates",
+        "0",
+    )
+    assert Counter(e["stratum"] for e in key["examples"]) == {"disagreement": 3, "agreement": 3}
     assert key["judges"] == ["rules", SECOND_JUDGE] and key["disagreement_share"] == 0.5
     # store_run's second judge flips every third record: records 0, 3, 6, 9 disagree
     dis = {e["record_id"] for e in key["examples"] if e["stratum"] == "disagreement"}
@@ -67,8 +75,9 @@ def test_disagreement_sampling_uses_the_share(store_run: Path, tmp_path: Path) -
 
 def test_seed_fixes_the_sample_and_order(store_run: Path, tmp_path: Path) -> None:
     def order(name: str, seed: str) -> list[str]:
-        key = export(store_run, tmp_path / name, "--n", "8", "--seed", seed,
-                     "--sampling", "prevalence")
+        key = export(
+            store_run, tmp_path / name, "--n", "8", "--seed", seed, "--sampling", "prevalence"
+        )
         return [e["record_id"] for e in key["examples"]]
 
     first, again, other = order("a", "1"), order("b", "1"), order("c", "2")
@@ -78,8 +87,9 @@ def test_seed_fixes_the_sample_and_order(store_run: Path, tmp_path: Path) -> Non
 
 
 def test_duplicates_point_back_to_an_earlier_showing(store_run: Path, tmp_path: Path) -> None:
-    key = export(store_run, tmp_path / "p", "--n", "12", "--duplicates", "3",
-                 "--sampling", "prevalence")
+    key = export(
+        store_run, tmp_path / "p", "--n", "12", "--duplicates", "3", "--sampling", "prevalence"
+    )
     ex = key["examples"]
     pos = {e["id"]: i for i, e in enumerate(ex)}
     dups = [e for e in ex if e["duplicate_of"]]
@@ -98,24 +108,29 @@ def cli_error(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     return err
 
 
-def test_refusals_are_one_line_errors(store_run: Path, tmp_path: Path,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_refusals_are_one_line_errors(
+    store_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     base = ["annotate", "export", "--run", str(store_run)]
     packet = str(tmp_path / "p")
-    assert "outside the packet" in cli_error(capsys, *base, "--out", packet, "--key",
-                                             f"{packet}/key.json")
+    assert "outside the packet" in cli_error(
+        capsys, *base, "--out", packet, "--key", f"{packet}/key.json"
+    )
     assert "no judgments" in cli_error(capsys, *base, "--out", packet, "--judges", "rules,x")
-    assert "needs two judges" in cli_error(capsys, *base, "--out", packet, "--judges",
-                                           "rules")
-    assert "only applies" in cli_error(capsys, *base, "--out", packet, "--sampling",
-                                       "prevalence", "--judges", "rules")
-    assert "not a run directory" in cli_error(capsys, "annotate", "export", "--run",
-                                              str(tmp_path), "--out", packet)
+    assert "needs two judges" in cli_error(capsys, *base, "--out", packet, "--judges", "rules")
+    assert "only applies" in cli_error(
+        capsys, *base, "--out", packet, "--sampling", "prevalence", "--judges", "rules"
+    )
+    assert "not a run directory" in cli_error(
+        capsys, "annotate", "export", "--run", str(tmp_path), "--out", packet
+    )
     assert "unknown sampling" in cli_error(capsys, *base, "--out", packet, "--sampling", "x")
+    assert "not an annotation packet" in cli_error(capsys, "annotate", "serve", packet)
     export(store_run, Path(packet), "--n", "2")
     assert "not empty" in cli_error(capsys, *base, "--out", packet)
-    assert "key file exists" in cli_error(capsys, *base, "--out", str(tmp_path / "q"),
-                                          "--key", f"{packet}.key.json")
+    assert "key file exists" in cli_error(
+        capsys, *base, "--out", str(tmp_path / "q"), "--key", f"{packet}.key.json"
+    )
 
 
 def test_no_decided_record_is_an_error(tmp_path: Path) -> None:
@@ -123,14 +138,22 @@ def test_no_decided_record_is_an_error(tmp_path: Path) -> None:
     keys = build_store_run(run, n_items=2, samples=1)
     store = Store(run / STORE_NAME)
     for key in keys:  # the second judge's output could not be parsed anywhere
-        store.put_judgment(key, SECOND_JUDGE, {"judge": SECOND_JUDGE, "status": "unparseable",
-                                               "genuine_followup": None, "label": None,
-                                               "rationale": "?"})
+        store.put_judgment(
+            key,
+            SECOND_JUDGE,
+            {
+                "judge": SECOND_JUDGE,
+                "status": "unparseable",
+                "genuine_followup": None,
+                "label": None,
+                "rationale": "?",
+            },
+        )
     store.close()
     with pytest.raises(UserError, match="nothing to annotate"):
         export_packet(run, tmp_path / "p", ExportOptions())
     res = export_packet(run, tmp_path / "q", ExportOptions(sampling="prevalence"))
-    assert (res.examples, res.duplicates) == (2, 2)
+    assert (res.examples, res.duplicates) == (4, 2)  # 2 records, each planted again
 
 
 def annotate(packet: Path, who: str, labels: dict[str, tuple[bool, str]]) -> None:
@@ -140,25 +163,34 @@ def annotate(packet: Path, who: str, labels: dict[str, tuple[bool, str]]) -> Non
     db.close()
 
 
-def test_import_writes_agree_label_files(store_run: Path, tmp_path: Path,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_import_writes_agree_label_files(
+    store_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     packet = tmp_path / "p"
     key = export(store_run, packet, "--n", "10", "--duplicates", "2", "--seed", "3")
     ex = key["examples"]
-    truth = {e["record_id"]: (i % 3 != 0, "plausible_followup" if i % 3 else "other")
-             for i, e in enumerate(e for e in ex if not e["duplicate_of"])}
+    truth = {
+        e["record_id"]: (i % 3 != 0, "plausible_followup" if i % 3 else "other")
+        for i, e in enumerate(e for e in ex if not e["duplicate_of"])
+    }
     alice = {e["id"]: truth[e["record_id"]] for e in ex}
     first_dup = next(e for e in ex if e["duplicate_of"])
     alice[first_dup["id"]] = (not truth[first_dup["record_id"]][0], "new_task_prompt")
-    bob = {e["id"]: (truth[e["record_id"]][0] if i % 4 else not truth[e["record_id"]][0],
-                     "other") for i, e in enumerate(ex[:7]) if not e["duplicate_of"]}
+    bob = {
+        e["id"]: (truth[e["record_id"]][0] if i % 4 else not truth[e["record_id"]][0], "other")
+        for i, e in enumerate(ex[:7])
+        if not e["duplicate_of"]
+    }
     annotate(packet, "alice", alice)
     annotate(packet, "Bob Ü", bob)
     out = tmp_path / "labels"
-    assert main(["annotate", "import", str(packet), "--key", f"{packet}.key.json",
-                 "--out", str(out)]) == 0
+    assert (
+        main(["annotate", "import", str(packet), "--key", f"{packet}.key.json", "--out", str(out)])
+        == 0
+    )
     printed = capsys.readouterr().out
-    assert re.search(r"inter-annotator (alice vs Bob Ü|Bob Ü vs alice): n 6", printed)
+    assert re.search(r"inter-annotator (alice vs Bob Ü|Bob Ü vs alice): n \d", printed)
+    assert "alice: 10 labelled, 0 not" in printed
     rows = [json.loads(x) for x in (out / "alice.jsonl").read_text().splitlines()]
     assert len(rows) == 10 and {r["id"] for r in rows} == set(truth)
     for r in rows:
@@ -167,16 +199,18 @@ def test_import_writes_agree_label_files(store_run: Path, tmp_path: Path,
         assert r["status"] == "ok" and r["rationale"] == "note by alice"
     summary = json.loads((out / "import_summary.json").read_text())["annotators"]
     a = next(s for s in summary if s["annotator"] == "alice")
-    assert (a["duplicate_pairs"], a["sigma_consistency"], a["label_consistency"]) == (2, .5, .5)
+    assert (a["duplicate_pairs"], a["sigma_consistency"], a["label_consistency"]) == (2, 0.5, 0.5)
     assert (out / "Bob_Ü.jsonl").is_file()
     pair = json.loads((out / "inter_annotator.json").read_text())["pairs"][0]
     common = sorted(set(truth) & {e["record_id"] for e in ex if e["id"] in bob})
-    b_rows = {r["id"]: r for r in map(json.loads, (out / "Bob_Ü.jsonl").read_text().split())}
-    want = cohen_kappa_score([truth[i][0] for i in common],
-                             [b_rows[i]["genuine_followup"] for i in common])
-    assert pair["n"] == len(common) == 6 and pair["kappa"] == pytest.approx(want)
+    b_rows = {r["id"]: r for r in map(json.loads, (out / "Bob_Ü.jsonl").read_text().splitlines())}
+    want = cohen_kappa_score(
+        [truth[i][0] for i in common], [b_rows[i]["genuine_followup"] for i in common]
+    )
+    assert pair["n"] == len(common) == len(bob) and pair["kappa"] == pytest.approx(want)
     assert pair["label_agreement"] == pytest.approx(
-        sum(truth[i][1] == "other" for i in common) / 6)
+        sum(truth[i][1] == "other" for i in common) / len(common)
+    )
 
 
 def test_import_checks_the_key_and_needs_annotations(store_run: Path, tmp_path: Path) -> None:

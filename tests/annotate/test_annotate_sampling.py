@@ -22,39 +22,58 @@ def rec(i: int, a: bool | None, b: bool | None, status_b: str = "ok") -> dict[st
         judgments.append({"judge": "A", "genuine_followup": a, "status": "ok"})
     if b is not None or status_b != "ok":
         judgments.append({"judge": "B", "genuine_followup": b, "status": status_b})
-    return {"id": f"r{i:03d}", "messages": [{"role": "user", "content": "q"}],
-            "user_turn": "u", "judgments": judgments}
+    return {
+        "id": f"r{i:03d}",
+        "messages": [{"role": "user", "content": "q"}],
+        "user_turn": "u",
+        "judgments": judgments,
+    }
 
 
 def test_split_counts_records_without_every_verdict_as_undecided() -> None:
-    recs = [rec(0, True, True), rec(1, True, False), rec(2, False, None),
-            rec(3, False, None, status_b="unparseable"), rec(4, False, False)]
+    recs = [
+        rec(0, True, True),
+        rec(1, True, False),
+        rec(2, False, None),
+        rec(3, False, None, status_b="unparseable"),
+        rec(4, False, False),
+    ]
     dis, agr, undecided = split_by_agreement(recs, ["A", "B"])
     assert (dis, agr, undecided) == (["r001"], ["r000", "r004"], 2)
 
 
 def test_eligible_keeps_empty_user_turns_but_not_missing_ones() -> None:
-    recs = [rec(0, True, True), {**rec(1, True, True), "user_turn": ""},
-            {**rec(2, True, True), "user_turn": None}, {**rec(3, True, True), "messages": []}]
+    recs = [
+        rec(0, True, True),
+        {**rec(1, True, True), "user_turn": ""},
+        {**rec(2, True, True), "user_turn": None},
+        {**rec(3, True, True), "messages": []},
+    ]
     assert [r["id"] for r in eligible(recs)] == ["r000", "r001"]
 
 
 def pool(n_dis: int, n_agr: int) -> list[dict[str, Any]]:
-    return ([rec(i, True, False) for i in range(n_dis)]
-            + [rec(100 + i, True, True) for i in range(n_agr)])
+    return [rec(i, True, False) for i in range(n_dis)] + [
+        rec(100 + i, True, True) for i in range(n_agr)
+    ]
 
 
-@pytest.mark.parametrize(("n_dis", "n_agr", "n", "share", "want"), [
-    (20, 20, 10, 0.5, {"disagreement": 5, "agreement": 5}),
-    (20, 20, 10, 0.3, {"disagreement": 3, "agreement": 7}),
-    (2, 20, 10, 0.5, {"disagreement": 2, "agreement": 8}),   # refill from agreements
-    (20, 1, 10, 0.5, {"disagreement": 9, "agreement": 1}),   # refill from disagreements
-    (3, 4, 10, 0.5, {"disagreement": 3, "agreement": 4}),    # fewer than n: take all
-])
-def test_disagreement_share_and_refill(n_dis: int, n_agr: int, n: int, share: float,
-                                       want: dict[str, int]) -> None:
-    picks = choose(pool(n_dis, n_agr), n, "disagreement", random.Random(0), judges=["A", "B"],
-                   share=share)
+@pytest.mark.parametrize(
+    ("n_dis", "n_agr", "n", "share", "want"),
+    [
+        (20, 20, 10, 0.5, {"disagreement": 5, "agreement": 5}),
+        (20, 20, 10, 0.3, {"disagreement": 3, "agreement": 7}),
+        (2, 20, 10, 0.5, {"disagreement": 2, "agreement": 8}),  # refill from agreements
+        (20, 1, 10, 0.5, {"disagreement": 9, "agreement": 1}),  # refill from disagreements
+        (3, 4, 10, 0.5, {"disagreement": 3, "agreement": 4}),  # fewer than n: take all
+    ],
+)
+def test_disagreement_share_and_refill(
+    n_dis: int, n_agr: int, n: int, share: float, want: dict[str, int]
+) -> None:
+    picks = choose(
+        pool(n_dis, n_agr), n, "disagreement", random.Random(0), judges=["A", "B"], share=share
+    )
     assert dict(Counter(p.stratum for p in picks)) == want
     assert len({p.record_id for p in picks}) == len(picks)
     for p in picks:
@@ -73,11 +92,20 @@ def test_fewer_than_n_warns_and_zero_is_an_error(caplog: pytest.LogCaptureFixtur
 
 def test_prevalence_is_uniform_over_records() -> None:
     recs = pool(30, 70)
-    hits = Counter(p.stratum for seed in range(200)
-                   for p in choose(recs, 10, "prevalence", random.Random(seed)))
+    hits = Counter(
+        p.stratum
+        for seed in range(200)
+        for p in choose(recs, 10, "prevalence", random.Random(seed))
+    )
     assert set(hits) == {"prevalence"}
-    dis_share = sum(p.record_id < "r100" for seed in range(200)
-                    for p in choose(recs, 10, "prevalence", random.Random(seed))) / 2000
+    dis_share = (
+        sum(
+            p.record_id < "r100"
+            for seed in range(200)
+            for p in choose(recs, 10, "prevalence", random.Random(seed))
+        )
+        / 2000
+    )
     assert 0.25 < dis_share < 0.35  # the natural 30% rate, not the 50% design share
 
 
@@ -92,7 +120,8 @@ def test_arrange_plants_duplicates_well_after_their_original() -> None:
         assert first < i and i - first > 40 // 4
     assert arrange(picks, 5, random.Random(3)) == order  # seeded
     assert [p.record_id for p in arrange(picks, 0, random.Random(4))] != [
-        p.record_id for p in arrange(picks, 0, random.Random(3))]
+        p.record_id for p in arrange(picks, 0, random.Random(3))
+    ]
 
 
 def test_more_duplicates_than_examples_plants_each_once() -> None:
