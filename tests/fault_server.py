@@ -8,7 +8,8 @@ a message containing ``[[fault:429,500,ok]]`` gets HTTP 429 on its first attempt
 its second and a valid reply on its third (the last step repeats). ``[[label:X]]`` sets
 the label of a valid judge reply (default ``plausible_followup``). Steps:
 
-- ``ok``: a valid reply; ``429``: rate limited with ``Retry-After``; ``500``: server error;
+- ``ok``: a valid reply; ``429``: rate limited with ``Retry-After``; ``500``, ``400``,
+  ``401``: that HTTP error;
 - ``timeout``: sleep past the client's timeout, then reply;
 - ``badjson``: HTTP 200 whose message is not JSON; ``offmenu``: a label not on the menu;
 - ``garbage``: HTTP 200 whose body is not JSON at all.
@@ -78,12 +79,18 @@ def _verdict(text: str, step: str) -> str:
         return "I think this is a follow-up, genuine: yes"
     if step == "offmenu":
         label = "great_question"
-    return json.dumps({"genuine_followup": label == "plausible_followup", "label": label,
-                       "rationale": f"scripted reply ({step})"})
+    return json.dumps(
+        {
+            "genuine_followup": label == "plausible_followup",
+            "label": label,
+            "rationale": f"scripted reply ({step})",
+        }
+    )
 
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out at once, no 40 ms ACK stalls
     server: FaultHTTPServer
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
@@ -108,10 +115,11 @@ class Handler(BaseHTTPRequestHandler):
     def _fault(self, step: str, state: FaultState) -> bool:
         """Send a transport-level fault; True if one was sent."""
         if step == "429":
-            self._send(429, {"error": {"message": "rate limited"}},
-                       {"Retry-After": state.retry_after})
-        elif step == "500":
-            self._send(500, {"error": {"message": "injected"}})
+            self._send(
+                429, {"error": {"message": "rate limited"}}, {"Retry-After": state.retry_after}
+            )
+        elif step in ("500", "400", "401"):
+            self._send(int(step), {"error": {"message": f"injected {step}"}})
         elif step == "garbage":
             self._send_raw(200, b"<html>not json", "application/json")
         elif step == "timeout":
@@ -124,20 +132,37 @@ class Handler(BaseHTTPRequestHandler):
     def _chat(self, body: dict[str, Any], state: FaultState) -> None:
         fmt = (body.get("response_format") or {}).get("type")
         if fmt == "json_schema" and state.schema_mode == "llamacpp":
-            self._send(500, {"error": {"message": "validation error: ('body', "
-                                       "'response_format', 'type') Input should be 'text' "
-                                       "or 'json_object', input: 'json_schema'"}})
+            self._send(
+                500,
+                {
+                    "error": {
+                        "message": "validation error: ('body', "
+                        "'response_format', 'type') Input should be 'text' "
+                        "or 'json_object', input: 'json_schema'"
+                    }
+                },
+            )
             return
         text = _text_of(body)
         _, step = state.next_step(text, fmt)
         if self._fault(step, state):
             return
         message = {"role": "assistant", "content": _verdict(text, step)}
-        self._send(200, {"id": "x", "object": "chat.completion", "created": 0,
-                         "model": body.get("model", ""),
-                         "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-                         "usage": {"prompt_tokens": len(text) // 4, "completion_tokens": 20,
-                                   "total_tokens": len(text) // 4 + 20}})
+        self._send(
+            200,
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body.get("model", ""),
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                "usage": {
+                    "prompt_tokens": len(text) // 4,
+                    "completion_tokens": 20,
+                    "total_tokens": len(text) // 4 + 20,
+                },
+            },
+        )
 
     def _completion(self, body: dict[str, Any], state: FaultState) -> None:
         text = _text_of(body)
@@ -145,17 +170,28 @@ class Handler(BaseHTTPRequestHandler):
         if self._fault(step, state):
             return
         reply = f"echo {len(text)} seed={body.get('seed')} T={body.get('temperature')}"
-        self._send(200, {"id": "x", "object": "text_completion", "created": 0,
-                         "model": body.get("model", ""),
-                         "choices": [{"index": 0, "text": reply, "finish_reason": "stop"}],
-                         "usage": {"prompt_tokens": len(text) // 4, "completion_tokens": 5,
-                                   "total_tokens": len(text) // 4 + 5}})
+        self._send(
+            200,
+            {
+                "id": "x",
+                "object": "text_completion",
+                "created": 0,
+                "model": body.get("model", ""),
+                "choices": [{"index": 0, "text": reply, "finish_reason": "stop"}],
+                "usage": {
+                    "prompt_tokens": len(text) // 4,
+                    "completion_tokens": 5,
+                    "total_tokens": len(text) // 4 + 5,
+                },
+            },
+        )
 
     def _send(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
         self._send_raw(status, json.dumps(obj).encode(), "application/json", headers)
 
-    def _send_raw(self, status: int, data: bytes, ctype: str,
-                  headers: dict[str, str] | None = None) -> None:
+    def _send_raw(
+        self, status: int, data: bytes, ctype: str, headers: dict[str, str] | None = None
+    ) -> None:
         try:
             self.send_response(status)
             self.send_header("Content-Type", ctype)
@@ -213,8 +249,9 @@ def main() -> None:
     ap.add_argument("--schema-mode", default="openai", choices=["openai", "llamacpp"])
     ap.add_argument("--lifetime", type=float, default=600.0)
     args = ap.parse_args()
-    with FaultServer(latency=args.latency, schema_mode=args.schema_mode,
-                     lifetime=args.lifetime) as srv:
+    with FaultServer(
+        latency=args.latency, schema_mode=args.schema_mode, lifetime=args.lifetime
+    ) as srv:
         print(srv.base_url, flush=True)
         time.sleep(args.lifetime)
 

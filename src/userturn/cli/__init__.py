@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "userturn.cli.judge_cmd",
     "userturn.cli.data_cmd",
     "userturn.cli.agree_cmd",
+    "userturn.cli.export_cmd",
     "userturn.cli.report_cmd",
     "userturn.cli.annotate_cmd",
     "userturn.cli.train_cmd",

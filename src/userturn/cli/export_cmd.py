@@ -1,0 +1,46 @@
+"""``userturn export``: write a run's data as files (``export labels`` here; other
+exports add themselves to ``export_app``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from userturn.agree import run_labels
+
+export_app = typer.Typer(help="Export a run's data as files.", no_args_is_help=True)
+
+
+@export_app.command("labels")
+def labels(
+    run_dir: Path = typer.Option(..., "--run", help="Run directory."),
+    judge: str = typer.Option(..., "--judge", help="Judge spec, as given to run/judge."),
+    out: Path = typer.Option(..., "--out", help="Label file (JSONL) to write."),
+    with_context: bool = typer.Option(
+        False, "--with-context", help="Add messages and user_turn to each line."
+    ),
+) -> int:
+    """One judge's verdicts on a run's user turns, in the `judge --out` label format."""
+    rows = run_labels(run_dir, judge)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", encoding="utf-8") as f:
+        for r in rows.values():
+            rec = {
+                "id": r.id,
+                "genuine_followup": r.genuine if r.ok else None,
+                "label": r.label if r.ok else None,
+                "rationale": r.rationale,
+                "status": r.status,
+                "cell": r.cell,
+            }
+            if with_context:
+                rec.update(r.extra)
+            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    typer.echo(f"wrote {len(rows)} labels to {out}")
+    return 0
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(export_app, name="export")

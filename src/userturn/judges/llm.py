@@ -1,0 +1,212 @@
+"""LLM judge: any backend as the judge (``llm:<model spec>``; ``openai:M`` is shorthand).
+
+Examples: ``llm:openai:gpt-5.4-mini``, ``llm:openai:qwen?base_url=http://127.0.0.1:8000/v1``,
+``llm:llamacpp:/models/judge.gguf``, ``llm:smollm2-135m``.
+
+The judge sees the rubric (``rubric.py``), the context and the candidate turn, and must
+return ``{"genuine_followup", "label", "rationale"}``. A reply that still can't be read
+after ``parse_retries`` more tries is ``unparseable``; a call that fails after the
+client's retries is ``error`` with the reason. Neither is ever folded into a label.
+
+Judge options go in the same query string as the model's and are removed before the
+model sees them: ``cache=off``, ``parse_retries=N`` (default 1), ``max_tokens=N``
+(default 256), ``max_chars=N`` (per message shown to the judge, default 6000). Transport
+options (``base_url``, ``api_key_env``, ``concurrency``, ...) are not part of the judge's
+id, so moving a server doesn't create a new judge column.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from urllib.parse import urlencode
+
+from userturn.backends import load_backend, parse_model_spec
+from userturn.errors import UserError
+from userturn.http import TRANSPORT_OPTIONS, OpenAIClient, price_for
+from userturn.judges.base import Judge
+from userturn.judges.cache import JudgeCache, open_cache
+from userturn.judges.chat_models import ChatModel, HTTPChatModel, LocalChatModel
+from userturn.judges.parse import Verdict, parse_verdict
+from userturn.judges.rubric import RUBRIC_VERSION, judge_messages, rubric_fingerprint
+from userturn.spec import Spec
+from userturn.store import content_key
+from userturn.types import JudgeInput, Judgment
+
+log = logging.getLogger(__name__)
+
+JUDGE_OPTIONS = frozenset({"cache", "parse_retries", "max_tokens", "max_chars"})
+ASSUMED_PROMPT_TOKENS = 1200
+"""For ``--dry-run`` cost estimates only: rubric (~550 tokens) plus a typical context."""
+ASSUMED_COMPLETION_TOKENS = 60
+
+
+def split_options(raw: str) -> tuple[str, dict[str, str], dict[str, str]]:
+    """``openai:m?base_url=u&cache=off`` -> (``openai:m``, model options, judge options)."""
+    spec = parse_model_spec(raw)
+    body = raw.partition("?")[0]
+    judge = {k: v for k, v in spec.options.items() if k in JUDGE_OPTIONS}
+    model = {k: v for k, v in spec.options.items() if k not in JUDGE_OPTIONS}
+    return body, model, judge
+
+
+def canonical_id(prefix: str, target: str) -> str:
+    """The judge's name in stores and label files: no transport or cache options."""
+    body, model, judge = split_options(target)
+    kept = {
+        k: v
+        for k, v in sorted({**model, **judge}.items())
+        if k not in TRANSPORT_OPTIONS and k != "cache"
+    }
+    return f"{prefix}:{body}" + (f"?{urlencode(kept)}" if kept else "")
+
+
+def _int(options: dict[str, str], name: str, default: int) -> int:
+    try:
+        return int(options.get(name, default))
+    except ValueError as exc:
+        raise UserError(f"judge option {name} must be an integer", field="judge") from exc
+
+
+class LLMJudge(Judge):
+    version = RUBRIC_VERSION
+
+    def __init__(
+        self,
+        spec: Spec,
+        base_url: str | None = None,
+        models: list[str] | None = None,
+        cache: JudgeCache | None = None,
+        **kwargs: object,
+    ) -> None:
+        super().__init__(spec)
+        if not spec.target:
+            raise UserError("llm judge needs a model: llm:<model spec>", field="judge")
+        body, model_opts, opts = split_options(spec.target)
+        self._id = canonical_id("llm", spec.target)
+        self.parse_retries = _int(opts, "parse_retries", 1)
+        self.max_tokens = _int(opts, "max_tokens", 256)
+        self.max_chars = _int(opts, "max_chars", 6000)
+        self.model_spec = parse_model_spec(spec.target)
+        self.model = self._open_model(body, model_opts, base_url)
+        self.cache = open_cache(opts.get("cache"), cache)
+        self._own_cache = cache is None
+        self._warn_if_self_judging(models or [])
+
+    def _open_model(self, body: str, options: dict[str, str], base_url: str | None) -> ChatModel:
+        if self.model_spec.kind == "openai":
+            return HTTPChatModel(OpenAIClient(self.model_spec.target, options, base_url))
+        query = f"?{urlencode(options)}" if options else ""
+        return LocalChatModel(load_backend(body + query))
+
+    def _warn_if_self_judging(self, models: list[str]) -> None:
+        mine = (self.model_spec.kind, self.model_spec.target)
+        for raw in models:
+            other = parse_model_spec(raw)
+            if (other.kind, other.target) == mine:
+                log.warning(
+                    "judge %s is the model under test (%s): its verdicts on its own "
+                    "turns may be biased",
+                    self.id,
+                    raw,
+                )
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    def judge(self, inputs: list[JudgeInput]) -> list[Judgment]:
+        keys = [self._key(inp) if self.cache is not None else "" for inp in inputs]
+        out: list[Judgment | None] = [self._cached(k) for k in keys]
+        todo = [i for i, j in enumerate(out) if j is None]
+        fresh = self.model.map(self._judge_one, [inputs[i] for i in todo])
+        for i, verdict in zip(todo, fresh, strict=True):
+            out[i] = verdict
+            if self.cache is not None and verdict.status == "ok":
+                self.cache.cache_put(keys[i], {**verdict.to_json(), "usage": verdict.usage})
+        assert all(j is not None for j in out)
+        return [j for j in out if j is not None]
+
+    def _key(self, inp: JudgeInput) -> str:
+        messages = judge_messages(inp, self.max_chars)
+        return content_key(
+            "llm-judge",
+            self.model.key,
+            RUBRIC_VERSION,
+            rubric_fingerprint(),
+            messages,
+            self.max_tokens,
+        )
+
+    def _cached(self, key: str) -> Judgment | None:
+        hit = self.cache.cache_get(key) if self.cache is not None else None
+        if hit is None:
+            return None
+        return Judgment(
+            self.id,
+            hit["genuine_followup"],
+            hit["label"],
+            hit["rationale"],
+            status="ok",
+            usage={"calls": 0, "cached": True},
+        )
+
+    def _judge_one(self, inp: JudgeInput) -> Judgment:
+        messages = judge_messages(inp, self.max_chars)
+        usage: dict[str, Any] = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        reason, text = "", ""
+        for _ in range(1 + self.parse_retries):
+            reply = self.model.complete(messages, self.max_tokens)
+            for k in ("calls", "prompt_tokens", "completion_tokens"):
+                usage[k] += int(reply.usage.get(k) or 0)
+            if reply.usage.get("cost_usd") is not None:
+                usage["cost_usd"] = usage.get("cost_usd", 0.0) + reply.usage["cost_usd"]
+            if reply.error is not None:
+                return Judgment(
+                    self.id,
+                    None,
+                    None,
+                    f"judge call failed: {reply.error}",
+                    status="error",
+                    usage=usage,
+                )
+            verdict = parse_verdict(reply.text)
+            if isinstance(verdict, Verdict):
+                if verdict.notes:
+                    usage["parse_notes"] = list(verdict.notes)
+                return Judgment(
+                    self.id, verdict.genuine, verdict.label, verdict.rationale, usage=usage
+                )
+            reason, text = verdict.reason, reply.text or ""
+        return Judgment(
+            self.id,
+            None,
+            None,
+            f"unparseable after {1 + self.parse_retries} tries: {reason}; reply: {text[:300]!r}",
+            status="unparseable",
+            usage=usage,
+        )
+
+    def estimate(self, n_turns: int) -> dict[str, float | int | None]:
+        """Calls and cost before any call is made (``--dry-run``); the token counts are
+        assumptions, stated in the result, since contexts aren't known yet."""
+        cost: float | None = 0.0
+        if self.model_spec.kind == "openai":
+            price = price_for(self.model_spec.target, self.model_spec.options)
+            cost = (
+                price.cost(ASSUMED_PROMPT_TOKENS, ASSUMED_COMPLETION_TOKENS) * n_turns
+                if price
+                else None
+            )
+        return {
+            "calls": n_turns,
+            "cost_usd": cost,
+            "assumed_prompt_tokens": ASSUMED_PROMPT_TOKENS,
+            "assumed_completion_tokens": ASSUMED_COMPLETION_TOKENS,
+        }
+
+    def close(self) -> None:
+        self.model.close()
+        closer = getattr(self.cache, "close", None)
+        if self._own_cache and callable(closer):
+            closer()  # a cache passed in (e.g. a run's Store) belongs to the caller

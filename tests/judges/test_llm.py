@@ -1,0 +1,276 @@
+"""LLM judge: lenient parsing, the fault-injecting server, format detection, the cache,
+and real judges (llama-cpp-python's server and in-process llama.cpp with SmolLM2).
+
+Run: ``.venv/bin/python -m pytest tests/judges/test_llm.py -q`` (~1-2 min, most of it the
+real model reading the rubric on a busy 2-core machine).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from fault_server import FaultServer
+from userturn.cli import main
+from userturn.judges import load_judge
+from userturn.judges.cache import DiskCache
+from userturn.judges.chat_models import defuse
+from userturn.judges.parse import ParseFailure, Verdict, parse_verdict
+from userturn.judges.rubric import RUBRIC_VERSION, judge_messages, shorten
+from userturn.types import LABELS, JudgeInput
+
+Q = {"role": "user", "content": "What is 12 * 4?"}
+A = {"role": "assistant", "content": "12 * 4 = 48."}
+FAST = "backoff=0.01&timeout=1&max_retries=2&rate_limit_retries=3&cache=off"
+
+
+def inp(i: int, turn: str) -> JudgeInput:
+    return JudgeInput(id=f"ex{i}", messages=(Q, A), user_turn=turn)
+
+
+# parsing ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "text,genuine,label",
+    [
+        (
+            '{"genuine_followup": true, "label": "plausible_followup", "rationale": "asks why"}',
+            True,
+            "plausible_followup",
+        ),
+        (
+            'Sure!\n```json\n{"genuine_followup": "no", "label": "Previous turn restate"}\n```',
+            False,
+            "previous_turn_restate",
+        ),
+        (
+            '{"genuine_followup": false, "label": "assistant_turn_restate", "rationale": "cop',
+            False,
+            "assistant_turn_restate",
+        ),  # cut off by max_tokens: verdict still readable
+        ('genuine_followup: yes\nlabel: "plausible follow-up"', True, "plausible_followup"),
+        ('{"label": "new_task_prompt", "rationale": "unrelated"}', False, "new_task_prompt"),
+    ],
+)
+def test_lenient_parse_accepts_unambiguous_replies(text: str, genuine: bool, label: str) -> None:
+    v = parse_verdict(text)
+    assert isinstance(v, Verdict), v
+    assert (v.genuine, v.label) == (genuine, label)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "I think it is a follow-up.",
+        '{"genuine_followup": true, "label": "great_question"}',
+        '{"genuine_followup": "maybe", "label": "other"}',
+        '{"genuine_followup": true}',
+    ],
+)
+def test_unreadable_replies_are_failures_not_labels(text: str) -> None:
+    assert isinstance(parse_verdict(text), ParseFailure)
+
+
+def test_inconsistent_verdict_is_kept_and_flagged() -> None:
+    v = parse_verdict('{"genuine_followup": true, "label": "new_task_prompt"}')
+    assert isinstance(v, Verdict) and v.genuine and "genuine and label disagree" in v.notes
+
+
+def test_rubric_shows_context_and_turn_only() -> None:
+    msgs = judge_messages(inp(0, "Why 48?"))
+    assert msgs[0]["role"] == "system" and all(lab in msgs[0]["content"] for lab in LABELS)
+    assert "What is 12 * 4?" in msgs[1]["content"] and "Why 48?" in msgs[1]["content"]
+    long = shorten("x" * 10_000, 600)
+    assert len(long) < 700 and "9400 characters omitted" in long
+    assert defuse("a<|im_end|>b<end_of_turn>") == "a<\u200b|im_end|>b<\u200bend_of_turn>"
+
+
+# the fault-injecting server -----------------------------------------------------------
+CASES = [  # (user turn, expected status, expected label)
+    ("[[label:plausible_followup]] Why 48 and not 36?", "ok", "plausible_followup"),
+    ("[[fault:429,ok]][[label:new_task_prompt]] Tell me a joke", "ok", "new_task_prompt"),
+    ("[[fault:500,500,ok]][[label:previous_turn_restate]] x", "ok", "previous_turn_restate"),
+    ("[[fault:timeout,ok]][[label:malformed_artifact]] y", "ok", "malformed_artifact"),
+    ("[[fault:garbage,ok]][[label:degenerate_short]] ok", "ok", "degenerate_short"),
+    ("[[fault:offmenu,ok]][[label:meta_planning]] z", "ok", "meta_planning"),
+    ("[[fault:badjson]] w", "unparseable", None),
+    ("[[fault:offmenu]] v", "unparseable", None),
+    ("[[fault:500]] u", "error", None),
+    ("[[fault:429]] t", "error", None),
+]
+
+
+def test_fault_server_run_finishes_with_nothing_defaulted() -> None:
+    with FaultServer(retry_after="1", timeout_sleep=2.0, lifetime=120) as srv:
+        judge = load_judge(f"llm:openai:fault-model?base_url={srv.base_url}&{FAST}")
+        srv.state.retry_after = "1"
+        out = judge.judge([inp(i, t) for i, (t, _, _) in enumerate(CASES)])
+        judge.close()
+        hits = srv.hits
+    for (turn, status, label), j in zip(CASES, out, strict=True):
+        assert j.status == status, (turn, j)
+        if status == "ok":
+            assert j.label == label and j.genuine == (label == "plausible_followup")
+        else:
+            assert j.genuine is None and j.label is None and j.to_json()["label"] is None
+            assert j.rationale  # the reason is kept
+    assert {h.response_format for h in hits} == {"json_schema"}  # vLLM/OpenAI form works
+    throttled = [h for h in hits if h.step == "429" and h.attempt == 1]
+    for first in throttled:
+        after = [h.at for h in hits if h.key == first.key and h.attempt == 2]
+        assert after and after[0] - first.at >= 0.95, "Retry-After: 1 was not honoured"
+
+
+def test_llamacpp_style_server_detected_once() -> None:
+    turns = [f"[[label:plausible_followup]] question {i}?" for i in range(6)]
+    with FaultServer(schema_mode="llamacpp", lifetime=60) as srv:
+        judge = load_judge(f"llm:openai:fault-model?base_url={srv.base_url}&{FAST}")
+        out = judge.judge([inp(i, t) for i, t in enumerate(turns)])
+        assert all(j.status == "ok" for j in out)
+        # the rejected json_schema request is not counted as a server step; all real
+        # requests used the json_object+schema form, and no judgment needed a retry
+        assert {h.response_format for h in srv.hits} == {"json_object"}
+        assert all(j.usage["calls"] == 1 for j in out[1:])
+
+
+def test_cache_by_model_rubric_and_content(tmp_path: Path) -> None:
+    cache = DiskCache(tmp_path / "cache.sqlite")
+    turns = ["[[label:new_task_prompt]] a", "[[fault:badjson]] b"]
+    with FaultServer(lifetime=60) as srv:
+        spec = f"llm:openai:fault-model?base_url={srv.base_url}&backoff=0.01&parse_retries=0"
+        first = load_judge(spec, cache=cache).judge([inp(i, t) for i, t in enumerate(turns)])
+        n_hits = len(srv.hits)
+        second = load_judge(spec, cache=cache).judge([inp(i, t) for i, t in enumerate(turns)])
+        assert len(srv.hits) == n_hits + 1  # only the unparseable one is asked again
+    assert second[0].to_json() == first[0].to_json() and second[0].usage["cached"]
+    assert second[1].status == "unparseable"
+
+
+def test_judge_id_warning_and_estimate(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("USERTURN_PRICES", '{"m1": {"input": 1.0, "output": 10.0}}')
+    caplog.set_level(logging.WARNING)
+    judge = load_judge(
+        "openai:m1?base_url=http://127.0.0.1:9/v1&cache=off&max_tokens=99",
+        models=["openai:m1?base_url=http://127.0.0.1:9/v1"],
+    )
+    assert judge.id == "llm:openai:m1?max_tokens=99"  # no transport options in the id
+    assert judge.version == RUBRIC_VERSION
+    assert "is the model under test" in caplog.text
+    est = judge.estimate(100)
+    assert est["calls"] == 100 and est["cost_usd"] == pytest.approx(100 * (1200 + 600) / 1e6)
+
+
+def test_cli_judge_in_out_contract(tmp_path: Path) -> None:
+    examples = tmp_path / "ex.jsonl"
+    examples.write_text(
+        "".join(
+            json.dumps({"id": f"e{i}", "messages": [Q, A], "user_turn": t, "model": "hidden"})
+            + "\n"
+            for i, t in enumerate(["[[label:plausible_followup]] Why?", "[[fault:badjson]] q"])
+        )
+    )
+    out = tmp_path / "labels.jsonl"
+    with FaultServer(lifetime=60) as srv:
+        code = main(
+            [
+                "judge",
+                "--in",
+                str(examples),
+                "--out",
+                str(out),
+                "--judge",
+                "openai:fault-model?cache=off&backoff=0.01",
+                "--judge-base-url",
+                srv.base_url,
+            ]
+        )
+    assert code == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [set(r) for r in rows] == [
+        {"id", "genuine_followup", "label", "rationale", "status"}
+    ] * 2
+    assert rows[0]["status"] == "ok" and rows[0]["genuine_followup"] is True
+    assert rows[1] | {"rationale": ""} == {
+        "id": "e1",
+        "genuine_followup": None,
+        "label": None,
+        "rationale": "",
+        "status": "unparseable",
+    }
+
+
+# real models --------------------------------------------------------------------------
+REAL = [inp(0, "Why did you multiply instead of adding?"), inp(1, "What is 12 * 4?")]
+
+
+def _check_real(out: list) -> None:
+    for j in out:
+        assert j.status in ("ok", "unparseable"), j  # SmolLM2's quality is not the point
+        if j.status == "ok":
+            assert j.label in LABELS and isinstance(j.genuine, bool)
+        else:
+            assert j.label is None and j.genuine is None
+
+
+def test_real_llama_cpp_server_judge(llama_server: str) -> None:
+    judge = load_judge(f"llm:openai:smollm2?base_url={llama_server}&cache=off&max_tokens=40")
+    out = judge.judge(REAL[:1])
+    judge.close()
+    _check_real(out)
+    from userturn.judges.chat_models import _SERVER_FORMATS
+
+    server = llama_server.removesuffix("/v1")
+    assert _SERVER_FORMATS[(server, "smollm2")] == "json_object_schema"
+    assert out[0].status == "ok", "schema-constrained output should always parse"
+    assert out[0].usage["prompt_tokens"] > 500  # the rubric was sent
+
+
+def test_real_in_process_llamacpp_judge() -> None:
+    judge = load_judge("llm:smollm2-135m?cache=off&max_tokens=40&n_threads=1")
+    out = judge.judge(REAL[:1])
+    judge.close()
+    _check_real(out)
+    assert out[0].usage["calls"] >= 1
+
+
+def test_judge_run_adds_a_cell_per_judge(tmp_path: Path) -> None:
+    """``userturn judge --run``: judgments are added to stored user turns, several judges
+    coexist, and unparseable/error verdicts are counted in summary.json, not labelled."""
+    from userturn.store import Store, UserTurnRow
+
+    run = tmp_path / "run"
+    store = Store(run / "store.sqlite")
+    store.put_answer("ans", "item0", "m", "d", {"text": A["content"], "finish": "stop"})
+    turns = ["[[label:plausible_followup]] Why 48?", "[[fault:badjson]] hmm", "[[fault:400]] boom"]
+    for i, turn in enumerate(turns):
+        store.put_user_turn(
+            UserTurnRow(
+                f"k{i}",
+                "ans",
+                "item0",
+                "m",
+                "d",
+                0.0,
+                i,
+                None,
+                "none",
+                {"messages": [Q, A], "user_turn": turn},
+            )
+        )
+    store.close()
+    with FaultServer(lifetime=60) as srv:
+        for spec in (f"openai:fault-model?base_url={srv.base_url}&{FAST}", "rules"):
+            assert main(["judge", "--run", str(run), "--judge", spec]) == 0
+    cells = json.loads((run / "summary.json").read_text())["cells"]
+    by_judge = {c["judge"]: c for c in cells}
+    assert set(by_judge) == {"llm:openai:fault-model", "rules"}
+    llm = by_judge["llm:openai:fault-model"]
+    assert (llm["n_total"], llm["n"], llm["unparseable"], llm["errors"]) == (3, 1, 1, 1)
+    assert llm["genuine"] == 1 and llm["labels"] == {"plausible_followup": 1}
+    records = [json.loads(x) for x in (run / "records.jsonl").open()]
+    assert all(len(r["judgments"]) == 2 for r in records)
