@@ -20,4 +20,5 @@ class AppendQuestion(Perturbation):
         return f"append-question:{self.question}"
 
     def apply(self, answer: str) -> str:
-        return f"{answer.rstrip()}\n\n{self.question}"
+        body = answer.rstrip()
+        return f"{body}\n\n{self.question}" if body else self.question

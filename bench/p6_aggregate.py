@@ -1,0 +1,124 @@
+"""P6: aggregate 100k synthetic records into summary cells (target ≤ 10 s, ≤ 1 GB RSS).
+
+Run: ``.venv/bin/python bench/p6_aggregate.py [--records N]``. The last line is JSON with
+``p6_aggregate_seconds`` and ``p6_aggregate_rss_mb`` (plus context keys).
+
+The store is built with the real Store API (``put_answer``/``put_user_turn``/
+``put_judgment``) inside one transaction, with record sizes like a real run's (question,
+answer and user turn text, the context messages). Aggregation then runs in a fresh
+subprocess so that its peak RSS is its own, not the builder's: it calls the real
+``summary_cells`` (what every ``userturn run`` writes to summary.json), and, as an extra
+figure, the report's full ``analyze`` (deltas, label shares, correlations).
+``p6_aggregate_cpu_seconds`` is the CPU time of the same call: on a shared, overloaded
+machine the wall time mostly measures the other tenants.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MODELS = ["qwen3.5-0.8b", "qwen3.5-9b", "gpt-oss-20b", "glm-4.7", "smollm2-135m"]
+DATASETS = ["gsm8k", "ifbench"]
+TEMPS = [0.0, 0.3, 0.7, 1.0]
+PERTS = ["none", "truncate:0.5", "append-question:Does that make sense?"]
+K = 3
+LABELS = ["previous_turn_restate", "assistant_turn_restate", "meta_planning",
+          "new_task_prompt", "malformed_artifact", "degenerate_short", "plausible_followup",
+          "other"]
+
+
+def build(path: Path, n_records: int, seed: int = 0) -> int:
+    from userturn.store import Store, UserTurnRow, content_key
+
+    rng = random.Random(seed)
+    per_item = len(MODELS) * len(DATASETS) * len(PERTS) * sum(1 if t == 0 else K for t in TEMPS)
+    n_items = -(-n_records // per_item)
+    q = "Natalia sold clips to 48 of her friends in April, and then she sold half. " * 3
+    a = "Let's think step by step. In May she sold 48 / 2 = 24 clips. " * 8
+    store = Store(path)
+    store.conn.execute("BEGIN")
+    written = 0
+    for model in MODELS:
+        fam = model.split("-")[0].split(".")[0]
+        for ds in DATASETS:
+            for i in range(n_items):
+                item = f"{ds}-{i}"
+                akey = content_key(model, item, "answer")
+                store.put_answer(akey, item, model, ds, {"text": a, "finish": "stop",
+                                                         "correct": rng.random() < 0.6})
+                for pert in PERTS:
+                    for t in TEMPS:
+                        for s in range(1 if t == 0 else K):
+                            key = content_key(model, item, pert, t, s)
+                            msgs = [{"role": "user", "content": q},
+                                    {"role": "assistant", "content": a}]
+                            store.put_user_turn(UserTurnRow(
+                                key, akey, item, model, ds, t, s, s, pert,
+                                {"messages": msgs, "user_turn": q[:160], "family": fam,
+                                 "user_finish": "stop", "prompt_sha": key}))
+                            _judge(store, rng, key)
+                            written += 1
+    store.conn.execute("COMMIT")
+    store.close()
+    return written
+
+
+def _judge(store: object, rng: random.Random, key: str) -> None:
+    roll = rng.random()
+    if roll < 0.02:
+        data = {"judge": "rules", "genuine_followup": None, "label": None,
+                "rationale": "could not parse", "status": "unparseable"}
+    else:
+        label = rng.choice(LABELS)
+        data = {"judge": "rules", "genuine_followup": label == "plausible_followup",
+                "label": label, "rationale": "synthetic", "status": "ok"}
+    store.put_judgment(key, "rules", data)  # type: ignore[attr-defined]
+
+
+def aggregate(path: Path) -> dict[str, float]:
+    from userturn.analysis import analyze, summary_cells
+    from userturn.store import Store
+
+    store = Store(path)
+    t0, c0 = time.perf_counter(), time.process_time()
+    cells = summary_cells(store)
+    t1, c1 = time.perf_counter(), time.process_time()
+    analyze(store)
+    t2 = time.perf_counter()
+    store.close()
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"p6_aggregate_seconds": round(t1 - t0, 3), "p6_aggregate_rss_mb": round(rss_mb, 1),
+            "p6_aggregate_cpu_seconds": round(c1 - c0, 3),
+            "p6_analyze_seconds": round(t2 - t1, 3), "p6_cells": len(cells)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--records", type=int, default=100_000)
+    ap.add_argument("--aggregate", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.aggregate:
+        print(json.dumps(aggregate(args.aggregate)))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "store.sqlite"
+        t0 = time.perf_counter()
+        n = build(path, args.records)
+        built = time.perf_counter() - t0
+        print(f"built {n} synthetic records in {built:.1f}s", file=sys.stderr)
+        proc = subprocess.run([sys.executable, __file__, "--aggregate", str(path)],
+                              capture_output=True, text=True, check=True)
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(json.dumps({**result, "p6_records": n, "p6_build_seconds": round(built, 1)}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""The paper's figures from an :class:`~userturn.analysis.Analysis` (matplotlib, Agg).
+
+Each figure is written as PNG (for the HTML report and quick looks) and SVG (for
+papers). The Agg backend is forced so that report generation works on headless
+machines and in CI; nothing here opens a window.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+from userturn.analysis import Analysis
+from userturn.types import LABELS
+
+log = logging.getLogger(__name__)
+
+LABEL_COLORS = {
+    "plausible_followup": "#2ca02c", "previous_turn_restate": "#1f77b4",
+    "assistant_turn_restate": "#ff7f0e", "meta_planning": "#9467bd",
+    "new_task_prompt": "#8c564b", "malformed_artifact": "#d62728",
+    "degenerate_short": "#7f7f7f", "other": "#bcbd22", "unparseable": "#000000",
+}
+MARKERS = "osD^vP*Xh<>"
+
+
+def _cells(a: Analysis, judge: str | None, perturbation: str = "none") -> list[dict[str, Any]]:
+    return [c for c in a.cells if c["judge"] == judge and c["perturbation"] == perturbation]
+
+
+def _models(rows: list[dict[str, Any]]) -> list[str]:
+    return list(dict.fromkeys(r["model"] for r in rows))
+
+
+def rate_vs_temperature(a: Analysis, judge: str | None) -> Figure:
+    """One panel per dataset: the rate per model across T, with its 95% CI as a band."""
+    cells = _cells(a, judge)
+    datasets = list(dict.fromkeys(c["dataset"] for c in cells)) or ["(no cells)"]
+    fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.6),
+                             squeeze=False, sharey=True)
+    for ax, ds in zip(axes[0], datasets, strict=True):
+        for i, model in enumerate(_models(cells)):
+            pts = sorted((c for c in cells if c["dataset"] == ds and c["model"] == model
+                          and c["rate"] is not None and c["temperature"] is not None),
+                         key=lambda c: c["temperature"])
+            if not pts:
+                continue
+            t = [c["temperature"] for c in pts]
+            line = ax.plot(t, [c["rate"] for c in pts], marker=MARKERS[i % len(MARKERS)],
+                           label=model)[0]
+            lo = [c["ci_low"] if c["ci_low"] is not None else c["rate"] for c in pts]
+            hi = [c["ci_high"] if c["ci_high"] is not None else c["rate"] for c in pts]
+            ax.fill_between(t, lo, hi, alpha=0.18, color=line.get_color())
+        ax.set_title(ds)
+        ax.set_xlabel("user-turn temperature T")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("genuine follow-up rate")
+    if axes[0][-1].get_legend_handles_labels()[0]:
+        axes[0][-1].legend(fontsize=8, loc="upper left")
+    fig.suptitle(f"Follow-up rate vs temperature (judge {judge}; bands: 95% CI)", fontsize=10)
+    return fig
+
+
+def accuracy_vs_followup(a: Analysis, judge: str | None) -> Figure:
+    """Task accuracy (x) against follow-up rate (y) per (model, dataset), at min and max T."""
+    cells = [c for c in _cells(a, judge) if c["accuracy"] is not None and c["rate"] is not None]
+    temps = sorted({c["temperature"] for c in cells if c["temperature"] is not None})
+    shown = [temps[0], temps[-1]] if len(temps) > 1 else temps or [None]
+    fig, axes = plt.subplots(1, len(shown), figsize=(4.4 * len(shown), 3.8), squeeze=False)
+    models, datasets = _models(cells), list(dict.fromkeys(c["dataset"] for c in cells))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, t in zip(axes[0], shown, strict=True):
+        for c in (c for c in cells if c["temperature"] == t):
+            mi, di = models.index(c["model"]), datasets.index(c["dataset"])
+            ax.scatter(c["accuracy"], c["rate"], color=colors[mi % len(colors)],
+                       marker=MARKERS[di % len(MARKERS)], s=50,
+                       label=f"{c['model']} · {c['dataset']}")
+        ax.set_xlim(-0.03, 1.03)
+        ax.set_ylim(-0.03, 1.03)
+        ax.set_xlabel("task accuracy")
+        ax.set_title(f"T={t:g}" if t is not None else "no scored cells")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("genuine follow-up rate")
+    handles, labels = axes[0][-1].get_legend_handles_labels()
+    if handles:
+        axes[0][-1].legend(handles, labels, fontsize=7, loc="upper right")
+    fig.suptitle(f"Accuracy vs follow-up (judge {judge}, no perturbation)", fontsize=10)
+    return fig
+
+
+def failure_labels(a: Analysis, judge: str | None) -> Figure:
+    """One stacked horizontal bar per model: label shares, unparseable in black."""
+    rows = [r for r in a.labels_by_model if r["judge"] == judge]
+    fig, ax = plt.subplots(figsize=(7.5, 0.7 * max(len(rows), 1) + 1.6))
+    names = [r["model"] for r in rows]
+    left = [0.0] * len(rows)
+    for lab in (*LABELS, "unparseable"):
+        vals = [_share(r, lab) for r in rows]
+        if not any(vals):
+            continue
+        ax.barh(names, vals, left=left, color=LABEL_COLORS[lab], label=lab)
+        left = [x + v for x, v in zip(left, vals, strict=True)]
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of judged user turns (all cells)")
+    ax.invert_yaxis()
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=3)
+    ax.set_title(f"Labels per model (judge {judge})", fontsize=10)
+    return fig
+
+
+def _share(r: dict[str, Any], label: str) -> float:
+    """Share of all judgments (ok + not ok), so the bar shows unparseable too."""
+    total = r["n"] + r["unparseable"] + r["errors"]
+    if not total:
+        return 0.0
+    if label == "unparseable":
+        return float(r["unparseable"] + r["errors"]) / float(total)
+    return float(r["labels"].get(label, 0)) / float(total)
+
+
+def perturbation_deltas(a: Analysis, judge: str | None) -> Figure:
+    """Dot-and-whisker: delta (perturbed - none) with its paired bootstrap CI, per cell."""
+    rows = [r for r in a.deltas if r["judge"] == judge and r["delta"] is not None]
+    perts = list(dict.fromkeys(r["perturbation"] for r in rows))
+    fig, ax = plt.subplots(figsize=(7.5, 0.32 * max(len(rows), 1) + 1.8))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for y, r in enumerate(rows):
+        color = colors[perts.index(r["perturbation"]) % len(colors)]
+        lo = r["ci_low"] if r["ci_low"] is not None else r["delta"]
+        hi = r["ci_high"] if r["ci_high"] is not None else r["delta"]
+        ax.plot([lo, hi], [y, y], color=color, lw=2, alpha=0.6)
+        ax.plot(r["delta"], y, "o", color=color)
+    ax.set_yticks(range(len(rows)),
+                  [f"{r['model']} · {r['dataset']} · T={r['temperature']:g}" for r in rows],
+                  fontsize=7)
+    for i, p in enumerate(perts):
+        ax.plot([], [], "o-", color=colors[i % len(colors)], label=p)
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_xlim(-1.05, 1.05)
+    ax.invert_yaxis()
+    ax.set_xlabel("rate(perturbed) - rate(none), 95% paired bootstrap CI")
+    if perts:
+        ax.legend(fontsize=7, loc="lower right")
+    ax.set_title(f"Perturbation deltas (judge {judge})", fontsize=10)
+    return fig
+
+
+PLOTS: dict[str, Callable[[Analysis, str | None], Figure]] = {
+    "rate_vs_temperature": rate_vs_temperature,
+    "accuracy_vs_followup": accuracy_vs_followup,
+    "failure_labels": failure_labels,
+    "perturbation_deltas": perturbation_deltas,
+}
+
+
+def write_plots(a: Analysis, judge: str | None, folder: Path) -> dict[str, dict[str, Path]]:
+    """Render every figure to ``folder/<name>.png`` and ``.svg``; returns the paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out: dict[str, dict[str, Path]] = {}
+    for name, make in PLOTS.items():
+        fig = make(a, judge)
+        try:
+            fig.tight_layout()
+            out[name] = {}
+            for ext in ("png", "svg"):
+                path = folder / f"{name}.{ext}"
+                fig.savefig(path, dpi=120 if ext == "png" else None,
+                            metadata={"Date": None} if ext == "svg" else None)
+                out[name][ext] = path
+        finally:
+            plt.close(fig)
+        log.info("wrote %s", folder / name)
+    return out

@@ -1,0 +1,171 @@
+"""``userturn report --run DIR``: tables, plots and one self-contained ``report.html``.
+
+Writes ``DIR/report/``:
+- ``tables/<name>.md|csv|tex`` (tables.py), ``plots/<name>.png|svg`` (plots.py);
+- ``analysis.json``: every number the report shows, for scripts;
+- ``report.html``: the tables, the plots as PNG data URIs and a transcript browser
+  (records embedded as JSON, rendered with ``textContent`` so model outputs full of
+  ``<tags>`` can never inject markup). No external URL is referenced, so it opens
+  offline and can be mailed as one file.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from dataclasses import dataclass
+from importlib import resources
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import yaml
+from jinja2 import Environment, StrictUndefined
+
+import userturn
+from userturn.analysis import Analysis, analyze
+from userturn.errors import UserError
+from userturn.export import STORE_NAME, iter_records, write_json
+from userturn.store import Store
+from userturn.tables import Table, all_tables
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_TRANSCRIPTS = 5000
+CAPTIONS = {
+    "rate_vs_temperature": "Genuine follow-up rate vs user-turn temperature, per model, "
+                           "with 95% CI bands (no perturbation).",
+    "accuracy_vs_followup": "Task accuracy vs follow-up rate per (model, dataset), at the "
+                            "lowest and highest temperature.",
+    "failure_labels": "Label shares per model over all cells (unparseable in black).",
+    "perturbation_deltas": "Rate with a perturbation minus the rate without, with paired "
+                           "cluster-bootstrap 95% CIs.",
+}
+KEEP = ("id", "item_id", "model", "dataset", "temperature", "sample", "perturbation",
+        "messages", "answer", "user_turn", "user_finish", "reference_turn", "judgments")
+
+
+@dataclass(frozen=True)
+class Report:
+    folder: Path
+    html: Path
+    tables: list[Path]
+    plots: list[Path]
+    judge: str | None
+    transcripts: int
+    records: int
+
+
+def pick_judge(a: Analysis, run_dir: Path, judge: str | None) -> str | None:
+    """The judge the report is about: ``--judge``, else the first configured one."""
+    present = a.judges
+    if judge is not None:
+        if judge not in present:
+            raise UserError(f"judge {judge!r} not in this run (have: "
+                            f"{', '.join(str(j) for j in present) or 'none'})", field="judge")
+        return judge
+    configured = _manifest(run_dir).get("config", {}).get("judges") or []
+    for j in configured:
+        if j in present:
+            return str(j)
+    return present[0] if present else None
+
+
+def _manifest(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "manifest.yaml"
+    if not path.is_file():
+        return {}
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else {}
+
+
+def _meta(run_dir: Path, a: Analysis, n_records: int) -> list[tuple[str, str]]:
+    m = _manifest(run_dir)
+    cfg = m.get("config", {})
+    rows = [("models", ", ".join(dict.fromkeys(c["model"] for c in a.cells))),
+            ("datasets", ", ".join(dict.fromkeys(c["dataset"] for c in a.cells))),
+            ("user turns", str(n_records)), ("cells", str(len(a.cells))),
+            ("unparseable + errored judgments",
+             str(sum(c["unparseable"] + c["errors"] for c in a.cells)))]
+    for key in ("temperatures", "samples", "perturbations", "judges", "limit",
+                "max_answer_tokens", "max_user_tokens", "seed"):
+        if key in cfg:
+            rows.append((key, json.dumps(cfg[key], ensure_ascii=False)))
+    if "frozen_date" in m:
+        rows.append(("frozen date", str(m["frozen_date"])))
+    return rows
+
+
+def _slim(rec: dict[str, Any]) -> dict[str, Any]:
+    out = {k: rec.get(k) for k in KEEP}
+    out["messages"] = [{"role": str(m.get("role")), "content": _text(m.get("content"))}
+                       for m in rec.get("messages") or []]
+    return out
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return json.dumps(content, ensure_ascii=False)
+
+
+def script_json(data: Any) -> str:
+    """JSON safe inside ``<script type="application/json">``: no ``</script>``, no ``<!--``."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
+                    ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(ch, esc)
+    return text
+
+
+def _render(context: dict[str, Any]) -> str:
+    source = resources.files("userturn.report").joinpath("template.html").read_text("utf-8")
+    env = Environment(autoescape=True, undefined=StrictUndefined)
+    return env.from_string(source).render(**context)
+
+
+def build_report(run_dir: Path, judge: str | None = None,
+                 max_transcripts: int = DEFAULT_MAX_TRANSCRIPTS) -> Report:
+    """Analyse a run and write ``run_dir/report/`` (tables, plots, report.html)."""
+    from userturn import plots as plotting  # matplotlib is heavy; import on use
+
+    store_path = run_dir / STORE_NAME
+    if not store_path.is_file():
+        raise UserError("not a run directory (no store.sqlite)", file=str(run_dir))
+    store = Store(store_path)
+    try:
+        a = analyze(store)
+        total = int(store.conn.execute("SELECT COUNT(*) FROM user_turns").fetchone()[0])
+        records = [_slim(r) for r in islice(iter_records(store), max_transcripts)]
+    finally:
+        store.close()
+    judge = pick_judge(a, run_dir, judge)
+    folder = run_dir / "report"
+    tables = all_tables(a, judge)
+    table_paths = [p for t in tables for p in t.write(folder / "tables")]
+    figs = plotting.write_plots(a, judge, folder / "plots")
+    write_json(folder / "analysis.json", {"judge": judge, **a.to_json()})
+    html = folder / "report.html"
+    html.write_text(_render(_context(run_dir, a, judge, tables, figs, records, total)),
+                    encoding="utf-8")
+    log.info("wrote %s", html)
+    return Report(folder, html, table_paths, [p for d in figs.values() for p in d.values()],
+                  judge, len(records), total)
+
+
+def _context(run_dir: Path, a: Analysis, judge: str | None, tables: list[Table],
+             figs: dict[str, dict[str, Path]], embedded: list[dict[str, Any]],
+             total: int) -> dict[str, Any]:
+    note = (f"All {total} user turns are embedded." if len(embedded) == total
+            else f"The first {len(embedded)} of {total} user turns (store order) are "
+                 "embedded; all of them are in records.jsonl (raise --max-transcripts).")
+    plots = [{"name": name, "caption": CAPTIONS.get(name, name),
+              "png_b64": base64.b64encode(paths["png"].read_bytes()).decode("ascii")}
+             for name, paths in figs.items()]
+    return {"title": run_dir.resolve().name, "version": userturn.__version__,
+            "run_dir": str(run_dir),
+            "judge": str(judge) if judge else "none (no judgments yet: userturn judge --run)",
+            "meta": _meta(run_dir, a, total),
+            "tables": tables, "plots": plots, "transcript_note": note,
+            "records_json": script_json(embedded)}

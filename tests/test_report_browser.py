@@ -1,0 +1,180 @@
+"""``userturn report`` end to end, looked at in a real headless Chromium.
+
+1. A tiny real run (embedded SmolLM2, one GSM8K item, tiny budgets, the rules judge)
+   then ``userturn report``: every table and plot file exists, and the page shows the
+   tables, the decoded images and the run's transcripts.
+2. A synthetic run whose answers and user turns contain ``</script>`` and other markup:
+   the transcript filters (model, dataset, T, perturbation, label) narrow the cards to
+   exactly the matching records, the markup is shown as text and never executed, and
+   the page makes no network request (it must open offline).
+
+Needs /usr/bin/chromium (``make test`` installs it: apt-get install chromium).
+Run: ``.venv/bin/python -m pytest tests/test_report_browser.py -q`` (about a minute).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from synthetic_runs import EVIL, Spec, build_run
+from userturn.cli import main
+from userturn.plots import PLOTS
+
+pytestmark = pytest.mark.browser
+sync_api = pytest.importorskip("playwright.sync_api")
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+TABLES = ["accuracy_followup", "temperature_sweep", "perturbations", "failure_modes_family",
+          "failure_modes_model", "correlation"]
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        pytest.fail("no /usr/bin/chromium: run `make setup-test` (apt-get install chromium)")
+    profile = tmp_path_factory.mktemp("profile")
+    with sync_api.sync_playwright() as pw:
+        ctx = pw.chromium.launch_persistent_context(
+            str(profile), executable_path=str(CHROMIUM), headless=True, args=ARGS,
+            viewport={"width": 1280, "height": 900})
+        ctx.set_default_timeout(20_000)
+        try:
+            yield ctx
+        finally:
+            ctx.close()
+
+
+@pytest.fixture()
+def page(browser: Any) -> Iterator[Any]:
+    p = browser.new_page()
+    p.requests = []  # type: ignore[attr-defined]
+    p.errors = []  # type: ignore[attr-defined]
+    p.on("request", lambda r: p.requests.append(r.url))
+    p.on("pageerror", lambda e: p.errors.append(str(e)))
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+def _open(page: Any, html: Path) -> None:
+    page.goto(html.resolve().as_uri())
+    page.wait_for_selector("#cards")
+
+
+def _images_decoded(page: Any) -> list[int]:
+    return list(page.eval_on_selector_all(
+        "figure img", "els => els.map(e => e.complete ? e.naturalWidth : 0)"))
+
+
+def _cards(page: Any) -> int:
+    return int(page.eval_on_selector_all("#cards .card", "els => els.length"))
+
+
+def test_real_run_report(tmp_path: Path, page: Any) -> None:
+    out = tmp_path / "run"
+    assert main(["run", "--model", "smollm2-135m", "--dataset", "gsm8k", "--limit", "1",
+                 "--temperatures", "0,0.7", "--samples", "2", "--perturb", "none",
+                 "--perturb", "truncate:0.5", "--judge", "rules",
+                 "--max-answer-tokens", "32", "--max-user-tokens", "12",
+                 "--out", str(out)]) == 0
+    assert main(["report", "--run", str(out)]) == 0
+    rep = out / "report"
+    for name in TABLES:
+        for ext in ("md", "csv", "tex"):
+            assert (rep / "tables" / f"{name}.{ext}").stat().st_size > 0
+    for name in PLOTS:
+        assert (rep / "plots" / f"{name}.png").stat().st_size > 1000
+        assert (rep / "plots" / f"{name}.svg").read_text().lstrip().startswith("<?xml")
+    n_turns = sum(1 for _ in (out / "records.jsonl").open())
+    assert n_turns == 2 * (1 + 2)
+
+    _open(page, rep / "report.html")
+    assert page.eval_on_selector_all("section.table", "els => els.length") == len(TABLES)
+    sweep = page.text_content("#table-temperature_sweep")
+    assert "smollm2-135m" in sweep and "T=0.7" in sweep
+    assert _images_decoded(page) and all(w > 300 for w in _images_decoded(page))
+    assert _cards(page) == n_turns
+    first = page.text_content("#cards .card")
+    assert "generated user turn" in first and "rules" in first
+    assert page.errors == []  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="module")
+def synthetic_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = build_run(tmp_path_factory.mktemp("syn"), Spec(items=3))
+    assert main(["report", "--run", str(run)]) == 0
+    return run
+
+
+def _records(run: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run / "records.jsonl").open()]
+
+
+def _select(page: Any, field: str, value: str) -> None:
+    page.select_option(f"#f-{field}", value)
+
+
+def test_transcript_filters_match_records(synthetic_report: Path, page: Any) -> None:
+    recs = _records(synthetic_report)
+    _open(page, synthetic_report / "report" / "report.html")
+    assert _cards(page) == min(len(recs), 50)
+    assert f"of {len(recs)} matching" in page.text_content("#count")
+    _select(page, "model", "smollm-b")
+    _select(page, "dataset", "chat")
+    _select(page, "temperature", "0.7")
+    _select(page, "perturbation", "truncate:0.5")
+    want = [r for r in recs if r["model"] == "smollm-b" and r["dataset"] == "chat"
+            and r["temperature"] == 0.7 and r["perturbation"] == "truncate:0.5"]
+    assert _cards(page) == len(want) == 9
+    _select(page, "label", "plausible_followup")
+    genuine = [r for r in want if r["judgments"][0]["label"] == "plausible_followup"]
+    assert 0 < len(genuine) < len(want)
+    assert _cards(page) == len(genuine)
+    _select(page, "label", "(unparseable)")
+    assert _cards(page) == sum(1 for r in want if r["judgments"][0]["status"] == "unparseable")
+    for field in ("model", "dataset", "temperature", "perturbation", "label"):
+        _select(page, field, "")
+    assert f"of {len(recs)} matching" in page.text_content("#count")
+    page.click("#more")
+    assert _cards(page) == min(len(recs), 100)
+
+
+def test_markup_in_outputs_is_text_and_page_is_offline(synthetic_report: Path,
+                                                       page: Any) -> None:
+    _open(page, synthetic_report / "report" / "report.html")
+    _select(page, "model", "qwen-a")
+    _select(page, "perturbation", "none")
+    _select(page, "temperature", "0")
+    shown = page.eval_on_selector_all("pre.user-turn", "els => els.map(e => e.textContent)")
+    assert EVIL in shown
+    assert page.evaluate("window.__pwned") is None
+    assert page.eval_on_selector_all("#cards b", "els => els.length") == 0
+    assert "rules says <previous_turn_restate>" in page.text_content("#cards")
+    assert all(u.startswith(("file:", "data:")) for u in page.requests)  # type: ignore[attr-defined]
+    assert page.errors == []  # type: ignore[attr-defined]
+    html = (synthetic_report / "report" / "report.html").read_text()
+    assert "http://" not in html.replace("http://www.w3.org", "")
+    assert "https://" not in html
+
+
+def test_report_cli_caps_transcripts_and_rejects_bad_input(
+        synthetic_report: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    total = len(_records(synthetic_report))
+    assert main(["report", "--run", str(synthetic_report), "--max-transcripts", "10"]) == 0
+    assert f"10 of {total} transcripts embedded" in capsys.readouterr().out
+    html = (synthetic_report / "report" / "report.html").read_text()
+    assert f"The first 10 of {total} user turns" in html
+    analysis = json.loads((synthetic_report / "report" / "analysis.json").read_text())
+    assert analysis["judge"] == "rules" and len(analysis["cells"]) == 3 * 2 * 3 * 2
+    assert main(["report", "--run", str(synthetic_report), "--judge", "nope"]) == 2
+    assert "judge 'nope' not in this run" in capsys.readouterr().err
+    assert main(["report", "--run", str(tmp_path)]) == 2
+    assert main(["report", "--run", str(synthetic_report)]) == 0  # leave it complete
