@@ -36,23 +36,33 @@ from userturn.store import Store
 SEED = 0
 
 
-def _raw_loop(prompts: list[tuple[str, float, int, tuple[str, ...], int]], reuse: bool
-              ) -> tuple[float, int]:
+def _raw_loop(
+    prompts: list[tuple[str, float, int, tuple[str, ...], int]], reuse: bool
+) -> tuple[float, int]:
     """Raw llama-cpp-python on rendered prompts: (seconds, generated tokens)."""
     import llama_cpp
 
     be = load_backend("smollm2-135m")
     assert isinstance(be, LlamaCppBackend)
     start = time.perf_counter()
-    llm = llama_cpp.Llama(model_path=str(be.path), n_ctx=be.n_ctx, n_threads=be.n_threads,
-                          n_batch=512, verbose=False)
+    llm = llama_cpp.Llama(
+        model_path=str(be.path), n_ctx=be.n_ctx, n_threads=be.n_threads, n_batch=512, verbose=False
+    )
     tokens = 0
     for prompt, temp, max_tokens, stop, seed in prompts:
         if not reuse:
             llm.reset()  # a fresh prompt per call: no KV-cache reuse
-        out = llm.create_completion(prompt=be.tokenize(prompt), max_tokens=max_tokens,
-                                    temperature=temp, top_p=1.0, top_k=0, min_p=0.0,
-                                    stop=list(stop), seed=seed, repeat_penalty=1.0)
+        out = llm.create_completion(
+            prompt=be.tokenize(prompt),
+            max_tokens=max_tokens,
+            temperature=temp,
+            top_p=1.0,
+            top_k=0,
+            min_p=0.0,
+            stop=list(stop),
+            seed=seed,
+            repeat_penalty=1.0,
+        )
         tokens += out["usage"]["completion_tokens"]
     return time.perf_counter() - start, tokens
 
@@ -87,8 +97,9 @@ def _prompts(cfg: RunConfig, out: Path) -> list[tuple[str, float, int, tuple[str
     return prompts
 
 
-def _user_prompts(worker: ItemWorker, ev: AnswerEvent
-                  ) -> list[tuple[str, float, int, tuple[str, ...], int]]:
+def _user_prompts(
+    worker: ItemWorker, ev: AnswerEvent
+) -> list[tuple[str, float, int, tuple[str, ...], int]]:
     out = []
     for pert in worker.perturbations:
         ctx = worker.user_context(ev.item, ev.data, pert)
@@ -101,28 +112,42 @@ def _user_prompts(worker: ItemWorker, ev: AnswerEvent
 
 
 def p1_p2(tmp: Path) -> dict[str, float]:
-    cfg = RunConfig(limit=8, temperatures=[0.0], judges=[], max_answer_tokens=256,
-                    max_user_tokens=64)
+    cfg = RunConfig(
+        limit=8, temperatures=[0.0], judges=[], max_answer_tokens=256, max_user_tokens=64
+    )
     runner.run(RunConfig(limit=1, temperatures=[0.0], judges=[]), tmp / "warm")
     secs, res = _run(cfg, tmp / "p1")
     pipe_tps = _generated_tokens(tmp / "p1") / secs
     raw_secs, raw_tokens = _raw_loop(_prompts(cfg, tmp / "p1"), reuse=True)
     extra = res.stats.extra
-    return {"p1_throughput_ratio": round(pipe_tps / (raw_tokens / raw_secs), 3),
-            "p1_pipeline_tok_s": round(pipe_tps, 1),
-            "p1_raw_tok_s": round(raw_tokens / raw_secs, 1),
-            "p2_prefix_reuse": round(extra["user_prompt_tokens_reused"]
-                                     / extra["user_prompt_tokens"], 4)}
+    return {
+        "p1_throughput_ratio": round(pipe_tps / (raw_tokens / raw_secs), 3),
+        "p1_pipeline_tok_s": round(pipe_tps, 1),
+        "p1_raw_tok_s": round(raw_tokens / raw_secs, 1),
+        "p2_prefix_reuse": round(
+            extra["user_prompt_tokens_reused"] / extra["user_prompt_tokens"], 4
+        ),
+    }
 
 
 def p7(tmp: Path) -> dict[str, float]:
-    cfg = RunConfig(limit=6, temperatures=[0.0, 1.0], samples=3, judges=[],
-                    max_answer_tokens=256, max_user_tokens=64)
+    cfg = RunConfig(
+        limit=6,
+        temperatures=[0.0, 1.0],
+        samples=3,
+        judges=[],
+        max_answer_tokens=256,
+        max_user_tokens=64,
+    )
     secs, _ = _run(cfg, tmp / "p7")
     naive_secs, naive_tokens = _raw_loop(_prompts(cfg, tmp / "p7"), reuse=False)
-    return {"p7_speedup_vs_naive": round(naive_secs / secs, 2), "p7_pipeline_s": round(secs, 1),
-            "p7_naive_s": round(naive_secs, 1), "p7_pipeline_tokens": _generated_tokens(
-                tmp / "p7"), "p7_naive_tokens": naive_tokens}
+    return {
+        "p7_speedup_vs_naive": round(naive_secs / secs, 2),
+        "p7_pipeline_s": round(secs, 1),
+        "p7_naive_s": round(naive_secs, 1),
+        "p7_pipeline_tokens": _generated_tokens(tmp / "p7"),
+        "p7_naive_tokens": naive_tokens,
+    }
 
 
 def p4(tmp: Path) -> dict[str, float]:
@@ -130,15 +155,31 @@ def p4(tmp: Path) -> dict[str, float]:
     cfg = RunConfig(limit=100, temperatures=[0.0, 0.5, 0.7, 1.0], samples=3, judges=["rules"])
     out = tmp / "p4"
     synthesize(cfg, out)
-    argv = [sys.executable, "-m", "userturn", "run", "--limit", "100", "--temperatures",
-            "0,0.5,0.7,1.0", "--samples", "3", "--judge", "rules", "--out", str(out)]
+    argv = [
+        sys.executable,
+        "-m",
+        "userturn",
+        "run",
+        "--limit",
+        "100",
+        "--temperatures",
+        "0,0.5,0.7,1.0",
+        "--samples",
+        "3",
+        "--judge",
+        "rules",
+        "--out",
+        str(out),
+    ]
     start = time.perf_counter()
     subprocess.run(argv, check=True, capture_output=True)
     secs = time.perf_counter() - start
     stats = json.loads((out / "run_stats.json").read_text())
     assert stats["reused"] == 1000, stats
-    return {"p4_rerun_calls": stats["model_calls"] + stats["judge_calls"],
-            "p4_rerun_seconds": round(secs, 2)}
+    return {
+        "p4_rerun_calls": stats["model_calls"] + stats["judge_calls"],
+        "p4_rerun_seconds": round(secs, 2),
+    }
 
 
 def synthesize(cfg: RunConfig, out: Path) -> None:
@@ -152,8 +193,14 @@ def synthesize(cfg: RunConfig, out: Path) -> None:
     rows = []
     for item in load_dataset("gsm8k").load()[: cfg.limit]:
         key, _, _ = worker.answer_key(item)
-        data = {"model": "smollm2-135m", "text": "The answer is 42.", "reasoning": None,
-                "final": "The answer is 42.", "finish": "stop", "correct": False}
+        data = {
+            "model": "smollm2-135m",
+            "text": "The answer is 42.",
+            "reasoning": None,
+            "final": "The answer is 42.",
+            "finish": "stop",
+            "correct": False,
+        }
         store.put_answer(key, item.id, "smollm2-135m", item.dataset, data)
         ev = AnswerEvent(key, item, data, generated=False)
         for pert in worker.perturbations:

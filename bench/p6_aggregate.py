@@ -30,9 +30,16 @@ DATASETS = ["gsm8k", "ifbench"]
 TEMPS = [0.0, 0.3, 0.7, 1.0]
 PERTS = ["none", "truncate:0.5", "append-question:Does that make sense?"]
 K = 3
-LABELS = ["previous_turn_restate", "assistant_turn_restate", "meta_planning",
-          "new_task_prompt", "malformed_artifact", "degenerate_short", "plausible_followup",
-          "other"]
+LABELS = [
+    "previous_turn_restate",
+    "assistant_turn_restate",
+    "meta_planning",
+    "new_task_prompt",
+    "malformed_artifact",
+    "degenerate_short",
+    "plausible_followup",
+    "other",
+]
 
 
 def build(path: Path, n_records: int, seed: int = 0) -> int:
@@ -52,18 +59,41 @@ def build(path: Path, n_records: int, seed: int = 0) -> int:
             for i in range(n_items):
                 item = f"{ds}-{i}"
                 akey = content_key(model, item, "answer")
-                store.put_answer(akey, item, model, ds, {"text": a, "finish": "stop",
-                                                         "correct": rng.random() < 0.6})
+                store.put_answer(
+                    akey,
+                    item,
+                    model,
+                    ds,
+                    {"text": a, "finish": "stop", "correct": rng.random() < 0.6},
+                )
                 for pert in PERTS:
                     for t in TEMPS:
                         for s in range(1 if t == 0 else K):
                             key = content_key(model, item, pert, t, s)
-                            msgs = [{"role": "user", "content": q},
-                                    {"role": "assistant", "content": a}]
-                            store.put_user_turn(UserTurnRow(
-                                key, akey, item, model, ds, t, s, s, pert,
-                                {"messages": msgs, "user_turn": q[:160], "family": fam,
-                                 "user_finish": "stop", "prompt_sha": key}))
+                            msgs = [
+                                {"role": "user", "content": q},
+                                {"role": "assistant", "content": a},
+                            ]
+                            store.put_user_turn(
+                                UserTurnRow(
+                                    key,
+                                    akey,
+                                    item,
+                                    model,
+                                    ds,
+                                    t,
+                                    s,
+                                    s,
+                                    pert,
+                                    {
+                                        "messages": msgs,
+                                        "user_turn": q[:160],
+                                        "family": fam,
+                                        "user_finish": "stop",
+                                        "prompt_sha": key,
+                                    },
+                                )
+                            )
                             _judge(store, rng, key)
                             written += 1
     store.conn.execute("COMMIT")
@@ -74,12 +104,22 @@ def build(path: Path, n_records: int, seed: int = 0) -> int:
 def _judge(store: object, rng: random.Random, key: str) -> None:
     roll = rng.random()
     if roll < 0.02:
-        data = {"judge": "rules", "genuine_followup": None, "label": None,
-                "rationale": "could not parse", "status": "unparseable"}
+        data = {
+            "judge": "rules",
+            "genuine_followup": None,
+            "label": None,
+            "rationale": "could not parse",
+            "status": "unparseable",
+        }
     else:
         label = rng.choice(LABELS)
-        data = {"judge": "rules", "genuine_followup": label == "plausible_followup",
-                "label": label, "rationale": "synthetic", "status": "ok"}
+        data = {
+            "judge": "rules",
+            "genuine_followup": label == "plausible_followup",
+            "label": label,
+            "rationale": "synthetic",
+            "status": "ok",
+        }
     store.put_judgment(key, "rules", data)  # type: ignore[attr-defined]
 
 
@@ -95,9 +135,13 @@ def aggregate(path: Path) -> dict[str, float]:
     t2 = time.perf_counter()
     store.close()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"p6_aggregate_seconds": round(t1 - t0, 3), "p6_aggregate_rss_mb": round(rss_mb, 1),
-            "p6_aggregate_cpu_seconds": round(c1 - c0, 3),
-            "p6_analyze_seconds": round(t2 - t1, 3), "p6_cells": len(cells)}
+    return {
+        "p6_aggregate_seconds": round(t1 - t0, 3),
+        "p6_aggregate_rss_mb": round(rss_mb, 1),
+        "p6_aggregate_cpu_seconds": round(c1 - c0, 3),
+        "p6_analyze_seconds": round(t2 - t1, 3),
+        "p6_cells": len(cells),
+    }
 
 
 def main() -> None:
@@ -114,8 +158,12 @@ def main() -> None:
         n = build(path, args.records)
         built = time.perf_counter() - t0
         print(f"built {n} synthetic records in {built:.1f}s", file=sys.stderr)
-        proc = subprocess.run([sys.executable, __file__, "--aggregate", str(path)],
-                              capture_output=True, text=True, check=True)
+        proc = subprocess.run(
+            [sys.executable, __file__, "--aggregate", str(path)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         result = json.loads(proc.stdout.strip().splitlines()[-1])
     print(json.dumps({**result, "p6_records": n, "p6_build_seconds": round(built, 1)}))
 

@@ -62,9 +62,21 @@ def llama_server(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -
     """
     port = free_port()
     log = tmp_path_factory.mktemp("llama_server") / "server.log"
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_path),
-           "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096",
-           "--n_threads", str(os.cpu_count() or 2)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(smollm2_path),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        "4096",
+        "--n_threads",
+        str(os.cpu_count() or 2),
+    ]
     with log.open("wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
         try:

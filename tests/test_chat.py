@@ -32,11 +32,18 @@ EXPECTED = {
     "Qwen-Qwen3-0.6B.jinja": ("", "<|im_end|>", "<|im_start|>user\n", "<|im_end|>"),
     "Qwen3.5-4B.jinja": ("", "<|im_end|>", "<|im_start|>user\n", "<|im_end|>"),
     "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja": (
-        "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>"),
+        "<｜begin▁of▁sentence｜>",
+        "<｜end▁of▁sentence｜>",
+        "<｜User｜>",
+        "<｜Assistant｜>",
+    ),
     "google-gemma-2-2b-it.jinja": ("<bos>", "<eos>", "<start_of_turn>user\n", "<end_of_turn>"),
     "meta-llama-Llama-3.1-8B-Instruct.jinja": (
-        "<|begin_of_text|>", "<|eot_id|>", "<|start_header_id|>user<|end_header_id|>\n\n",
-        "<|eot_id|>"),
+        "<|begin_of_text|>",
+        "<|eot_id|>",
+        "<|start_header_id|>user<|end_header_id|>\n\n",
+        "<|eot_id|>",
+    ),
     "mistralai-Mistral-Nemo-Instruct-2407.jinja": ("<s>", "</s>", "[INST]", "[/INST]"),
     "openai-gpt-oss-120b.jinja": ("", "<|return|>", "<|start|>user<|message|>", "<|end|>"),
 }
@@ -47,8 +54,14 @@ def load(name: str, runtime_adds_bos: bool = False) -> ChatTemplate:
     if not TEMPLATES.is_dir():
         pytest.skip("shared/chat_templates not found")
     bos, eos, _, _ = EXPECTED[name]
-    return ChatTemplate((TEMPLATES / name).read_text(encoding="utf-8"), name, bos, eos,
-                        date=DATE, runtime_adds_bos=runtime_adds_bos)
+    return ChatTemplate(
+        (TEMPLATES / name).read_text(encoding="utf-8"),
+        name,
+        bos,
+        eos,
+        date=DATE,
+        runtime_adds_bos=runtime_adds_bos,
+    )
 
 
 def test_every_shared_template_is_covered() -> None:
@@ -59,10 +72,13 @@ def test_every_shared_template_is_covered() -> None:
 
 def context(name: str, answer: str = "The answer is 4.") -> list[dict[str, str]]:
     msgs = [] if name in NO_SYSTEM else [{"role": "system", "content": "Be brief."}]
-    return [*msgs, {"role": "user", "content": "What is 2+2?"},
-            {"role": "assistant", "content": "4"},
-            {"role": "user", "content": "And 3+3? Show work."},
-            {"role": "assistant", "content": answer}]
+    return [
+        *msgs,
+        {"role": "user", "content": "What is 2+2?"},
+        {"role": "assistant", "content": "4"},
+        {"role": "user", "content": "And 3+3? Show work."},
+        {"role": "assistant", "content": answer},
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -106,24 +122,35 @@ def test_strftime_now_uses_the_frozen_date() -> None:
 
 
 def test_generation_tag_and_loop_controls() -> None:
-    src = ("{% for m in messages %}{% if m['role'] == 'system' %}{% continue %}{% endif %}"
-           "<{{ m['role'] }}>{% if m['role'] == 'assistant' %}{% generation %}"
-           "{{ m['content'] }}{% endgeneration %}{% else %}{{ m['content'] }}{% endif %}"
-           "</{{ m['role'] }}>{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}")
+    src = (
+        "{% for m in messages %}{% if m['role'] == 'system' %}{% continue %}{% endif %}"
+        "<{{ m['role'] }}>{% if m['role'] == 'assistant' %}{% generation %}"
+        "{{ m['content'] }}{% endgeneration %}{% else %}{{ m['content'] }}{% endif %}"
+        "</{{ m['role'] }}>{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}"
+    )
     tpl = ChatTemplate(src, "inline.jinja", date=DATE)
-    up = user_turn_prompt(tpl, [{"role": "system", "content": "S"},
-                                {"role": "user", "content": "q"},
-                                {"role": "assistant", "content": "a"}])
+    up = user_turn_prompt(
+        tpl,
+        [
+            {"role": "system", "content": "S"},
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "a"},
+        ],
+    )
     assert up.prompt == "<user>q</user><assistant>a</assistant><user>"
     assert derive_markers(tpl).user_header == "<user>"
 
 
 def test_sentinel_must_occur_once() -> None:
-    tpl = ChatTemplate("{% for m in messages %}{{ m['content'] }}{{ m['content'] }}{% endfor %}",
-                       "dup.jinja", date=DATE)
+    tpl = ChatTemplate(
+        "{% for m in messages %}{{ m['content'] }}{{ m['content'] }}{% endfor %}",
+        "dup.jinja",
+        date=DATE,
+    )
     with pytest.raises(UserError, match=r"dup\.jinja.*exactly once"):
-        user_turn_prompt(tpl, [{"role": "user", "content": "q"},
-                               {"role": "assistant", "content": "a"}])
+        user_turn_prompt(
+            tpl, [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
+        )
 
 
 def test_rendered_bos_is_stripped_only_when_runtime_adds_it() -> None:

@@ -20,6 +20,7 @@ from userturn.errors import UserError
 def _always(genuine: bool):  # type: ignore[no-untyped-def]
     def outcome(m: str, i: int, t: float, s: int, p: str) -> tuple[str, bool, str]:
         return "ok", genuine, "plausible_followup" if genuine else "previous_turn_restate"
+
     return outcome
 
 
@@ -27,8 +28,10 @@ def _always(genuine: bool):  # type: ignore[no-untyped-def]
 def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     base = tmp_path_factory.mktemp("cmp")
     a = build_run(base / "a", Spec(models={"base": "qwen"}, items=5, outcome=_always(False)))
-    b = build_run(base / "b", Spec(models={"tuned": "qwen"}, items=5, outcome=_always(True),
-                                   correct=lambda m, i: True))
+    b = build_run(
+        base / "b",
+        Spec(models={"tuned": "qwen"}, items=5, outcome=_always(True), correct=lambda m, i: True),
+    )
     return a, b
 
 
@@ -51,8 +54,7 @@ def test_paired_comparison_of_same_items(runs: tuple[Path, Path]) -> None:
     assert chat["accuracy_diff"] is None
 
 
-def test_summary_only_runs_fall_back_to_newcombe(runs: tuple[Path, Path],
-                                                 tmp_path: Path) -> None:
+def test_summary_only_runs_fall_back_to_newcombe(runs: tuple[Path, Path], tmp_path: Path) -> None:
     a, b = runs
     for src in (a, b):
         (tmp_path / src.name).mkdir()

@@ -45,8 +45,7 @@ def test_load_run_fallbacks_agree(run: Path, tmp_path: Path, keep: str) -> None:
     ref = userturn.load_run(run)
     assert len(df) == len(ref)
     assert sorted(df["id"]) == sorted(ref["id"])
-    assert df["rules/label"].value_counts().to_dict() == ref["rules/label"].value_counts(
-    ).to_dict()
+    assert df["rules/label"].value_counts().to_dict() == ref["rules/label"].value_counts().to_dict()
 
 
 def test_load_run_errors(tmp_path: Path) -> None:

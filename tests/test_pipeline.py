@@ -19,16 +19,69 @@ import yaml
 
 from userturn.cli import main
 
-FLAGS = ["--limit", "2", "--temperatures", "0,1.0", "--samples", "2", "--judge", "rules",
-         "--max-answer-tokens", "48", "--max-user-tokens", "24"]
-CELL_KEYS = {"model", "dataset", "temperature", "perturbation", "judge", "family", "n_total",
-             "n", "genuine", "rate", "ci_low", "ci_high", "unparseable", "errors", "accuracy",
-             "answers_truncated", "labels"}
-RECORD_KEYS = {"id", "item_id", "model", "family", "dataset", "temperature", "sample", "seed",
-               "perturbation", "messages", "answer", "correct", "answer_finish", "user_turn",
-               "user_finish", "prompt_sha", "template_sha", "reference_turn", "judgments"}
-STATS_KEYS = {"generated", "reused", "model_calls", "judge_calls", "judged",
-              "prompt_tokens_evaluated", "prompt_tokens_reused"}
+FLAGS = [
+    "--limit",
+    "2",
+    "--temperatures",
+    "0,1.0",
+    "--samples",
+    "2",
+    "--judge",
+    "rules",
+    "--max-answer-tokens",
+    "48",
+    "--max-user-tokens",
+    "24",
+]
+CELL_KEYS = {
+    "model",
+    "dataset",
+    "temperature",
+    "perturbation",
+    "judge",
+    "family",
+    "n_total",
+    "n",
+    "genuine",
+    "rate",
+    "ci_low",
+    "ci_high",
+    "unparseable",
+    "errors",
+    "accuracy",
+    "answers_truncated",
+    "labels",
+}
+RECORD_KEYS = {
+    "id",
+    "item_id",
+    "model",
+    "family",
+    "dataset",
+    "temperature",
+    "sample",
+    "seed",
+    "perturbation",
+    "messages",
+    "answer",
+    "correct",
+    "answer_finish",
+    "user_turn",
+    "user_finish",
+    "prompt_sha",
+    "template_sha",
+    "reference_turn",
+    "judgments",
+}
+STATS_KEYS = {
+    "generated",
+    "reused",
+    "model_calls",
+    "judge_calls",
+    "judged",
+    "prompt_tokens_evaluated",
+    "prompt_tokens_reused",
+}
 
 
 def records(out: Path) -> list[dict[str, Any]]:
@@ -52,8 +105,7 @@ def test_run_directory_contract(run_dir: Path) -> None:
     assert t0["accuracy"] is not None and t0["n"] + t0["unparseable"] + t0["errors"] == 2
     recs = records(run_dir)
     assert len(recs) == 6 and all(RECORD_KEYS <= set(r) for r in recs)
-    assert all(r["perturbation"] == "none" and r["judgments"][0]["status"] == "ok"
-               for r in recs)
+    assert all(r["perturbation"] == "none" and r["judgments"][0]["status"] == "ok" for r in recs)
     stats = json.loads((run_dir / "run_stats.json").read_text())
     assert STATS_KEYS <= set(stats) and stats["generated"] == 6 and stats["model_calls"] == 8
     man = yaml.safe_load((run_dir / "manifest.yaml").read_text())
@@ -80,8 +132,26 @@ def test_rerun_makes_zero_model_calls(run_dir: Path) -> None:
 
 def test_answers_at_token_limit_are_counted(tmp_path: Path) -> None:
     out = tmp_path / "trunc"
-    assert main(["run", "--limit", "2", "--temperatures", "0", "--judge", "rules",
-                 "--max-answer-tokens", "4", "--max-user-tokens", "8", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--limit",
+                "2",
+                "--temperatures",
+                "0",
+                "--judge",
+                "rules",
+                "--max-answer-tokens",
+                "4",
+                "--max-user-tokens",
+                "8",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     cell = json.loads((out / "summary.json").read_text())["cells"][0]
     assert cell["answers_truncated"] == 2
     assert all(r["answer_finish"] == "length" for r in records(out))
@@ -100,10 +170,27 @@ def _count(db: Path) -> int:
 
 def test_sigkill_resumes_without_loss_or_duplicates(tmp_path: Path) -> None:
     out = tmp_path / "killed"
-    args = ["--limit", "4", "--temperatures", "0,1.0", "--samples", "2", "--judge", "rules",
-            "--max-answer-tokens", "32", "--max-user-tokens", "24", "--out", str(out)]
-    proc = subprocess.Popen([sys.executable, "-m", "userturn", "run", *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    args = [
+        "--limit",
+        "4",
+        "--temperatures",
+        "0,1.0",
+        "--samples",
+        "2",
+        "--judge",
+        "rules",
+        "--max-answer-tokens",
+        "32",
+        "--max-user-tokens",
+        "24",
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "userturn", "run", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     db = out / "store.sqlite"
     deadline = time.monotonic() + 300
     while _count(db) < 4 and proc.poll() is None and time.monotonic() < deadline:

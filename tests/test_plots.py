@@ -31,8 +31,7 @@ def analysis(tmp_path_factory: pytest.TempPathFactory) -> Analysis:
     return _analyze(build_run(tmp_path_factory.mktemp("run"), write=False))
 
 
-def test_write_plots_makes_png_and_svg_for_every_figure(analysis: Analysis,
-                                                        tmp_path: Path) -> None:
+def test_write_plots_makes_png_and_svg_for_every_figure(analysis: Analysis, tmp_path: Path) -> None:
     out = plots.write_plots(analysis, "rules", tmp_path)
     assert set(out) == set(plots.PLOTS)
     for paths in out.values():
@@ -66,8 +65,9 @@ def test_failure_labels_bars_sum_to_one(analysis: Analysis) -> None:
 
 
 def test_plots_survive_a_run_without_scores_or_perturbations(tmp_path: Path) -> None:
-    spec = Spec(models={"only": "other"}, datasets=("chat",), items=2, temps=(0.0,),
-                perts=("none",))
+    spec = Spec(
+        models={"only": "other"}, datasets=("chat",), items=2, temps=(0.0,), perts=("none",)
+    )
     a = _analyze(build_run(tmp_path / "run", spec, write=False))
     for name, make in plots.PLOTS.items():
         fig = make(a, "rules")

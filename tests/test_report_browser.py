@@ -29,10 +29,24 @@ pytestmark = pytest.mark.browser
 sync_api = pytest.importorskip("playwright.sync_api")
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-TABLES = ["accuracy_followup", "temperature_sweep", "perturbations", "failure_modes_family",
-          "failure_modes_model", "correlation"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TABLES = [
+    "accuracy_followup",
+    "temperature_sweep",
+    "perturbations",
+    "failure_modes_family",
+    "failure_modes_model",
+    "correlation",
+]
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +56,12 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     profile = tmp_path_factory.mktemp("profile")
     with sync_api.sync_playwright() as pw:
         ctx = pw.chromium.launch_persistent_context(
-            str(profile), executable_path=str(CHROMIUM), headless=True, args=ARGS,
-            viewport={"width": 1280, "height": 900})
+            str(profile),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=ARGS,
+            viewport={"width": 1280, "height": 900},
+        )
         ctx.set_default_timeout(20_000)
         try:
             yield ctx
@@ -70,8 +88,11 @@ def _open(page: Any, html: Path) -> None:
 
 
 def _images_decoded(page: Any) -> list[int]:
-    return list(page.eval_on_selector_all(
-        "figure img", "els => els.map(e => e.complete ? e.naturalWidth : 0)"))
+    return list(
+        page.eval_on_selector_all(
+            "figure img", "els => els.map(e => e.complete ? e.naturalWidth : 0)"
+        )
+    )
 
 
 def _cards(page: Any) -> int:
@@ -80,11 +101,36 @@ def _cards(page: Any) -> int:
 
 def test_real_run_report(tmp_path: Path, page: Any) -> None:
     out = tmp_path / "run"
-    assert main(["run", "--model", "smollm2-135m", "--dataset", "gsm8k", "--limit", "1",
-                 "--temperatures", "0,0.7", "--samples", "2", "--perturb", "none",
-                 "--perturb", "truncate:0.5", "--judge", "rules",
-                 "--max-answer-tokens", "32", "--max-user-tokens", "12",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--model",
+                "smollm2-135m",
+                "--dataset",
+                "gsm8k",
+                "--limit",
+                "1",
+                "--temperatures",
+                "0,0.7",
+                "--samples",
+                "2",
+                "--perturb",
+                "none",
+                "--perturb",
+                "truncate:0.5",
+                "--judge",
+                "rules",
+                "--max-answer-tokens",
+                "32",
+                "--max-user-tokens",
+                "12",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert main(["report", "--run", str(out)]) == 0
     rep = out / "report"
     for name in TABLES:
@@ -131,8 +177,14 @@ def test_transcript_filters_match_records(synthetic_report: Path, page: Any) -> 
     _select(page, "dataset", "chat")
     _select(page, "temperature", "0.7")
     _select(page, "perturbation", "truncate:0.5")
-    want = [r for r in recs if r["model"] == "smollm-b" and r["dataset"] == "chat"
-            and r["temperature"] == 0.7 and r["perturbation"] == "truncate:0.5"]
+    want = [
+        r
+        for r in recs
+        if r["model"] == "smollm-b"
+        and r["dataset"] == "chat"
+        and r["temperature"] == 0.7
+        and r["perturbation"] == "truncate:0.5"
+    ]
     assert _cards(page) == len(want) == 9
     _select(page, "label", "plausible_followup")
     genuine = [r for r in want if r["judgments"][0]["label"] == "plausible_followup"]
@@ -147,8 +199,7 @@ def test_transcript_filters_match_records(synthetic_report: Path, page: Any) -> 
     assert _cards(page) == min(len(recs), 100)
 
 
-def test_markup_in_outputs_is_text_and_page_is_offline(synthetic_report: Path,
-                                                       page: Any) -> None:
+def test_markup_in_outputs_is_text_and_page_is_offline(synthetic_report: Path, page: Any) -> None:
     _open(page, synthetic_report / "report" / "report.html")
     _select(page, "model", "qwen-a")
     _select(page, "perturbation", "none")
@@ -166,7 +217,8 @@ def test_markup_in_outputs_is_text_and_page_is_offline(synthetic_report: Path,
 
 
 def test_report_cli_caps_transcripts_and_rejects_bad_input(
-        synthetic_report: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    synthetic_report: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     total = len(_records(synthetic_report))
     assert main(["report", "--run", str(synthetic_report), "--max-transcripts", "10"]) == 0
     assert f"10 of {total} transcripts embedded" in capsys.readouterr().out

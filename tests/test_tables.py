@@ -52,14 +52,15 @@ def test_perturbation_and_failure_tables(analysis: Analysis) -> None:
     assert len(p.rows) == 3 * 2 * 3
     assert all(r[3] == "truncate:0.5" for r in p.rows)
     f = T.failure_table(analysis, "rules", "family")
-    assert f.columns[1:1 + len(LABELS)] == list(LABELS)
+    assert f.columns[1 : 1 + len(LABELS)] == list(LABELS)
     for row in f.rows:
-        assert sum(row[1:1 + len(LABELS)]) == pytest.approx(1.0)
+        assert sum(row[1 : 1 + len(LABELS)]) == pytest.approx(1.0)
 
 
 def test_markdown_csv_latex_render_and_escape(tmp_path: Path) -> None:
-    t = T.Table("x", "50% & more_things", ["a|b", "c"], [["1_000", None]], [["5 | 6", "7%"]],
-                note="n")
+    t = T.Table(
+        "x", "50% & more_things", ["a|b", "c"], [["1_000", None]], [["5 | 6", "7%"]], note="n"
+    )
     md = t.to_markdown()
     assert "| a\\|b | c |" in md and "| 5 \\| 6 | 7% |" in md
     rows = list(csv.reader(io.StringIO(t.to_csv())))

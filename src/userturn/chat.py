@@ -44,8 +44,12 @@ FAMILY_STOPS: dict[str, tuple[str, ...]] = {
     "glm": ("<|user|>", "<|assistant|>", "<|observation|>"),
 }
 _DIALECT_MARKERS = (
-    ("<|im_start|>", "chatml"), ("<end_of_turn>", "gemma"), ("<|eot_id|>", "llama"),
-    ("<|return|>", "gpt-oss"), ("<|observation|>", "glm"), ("[gMASK]", "glm"),
+    ("<|im_start|>", "chatml"),
+    ("<end_of_turn>", "gemma"),
+    ("<|eot_id|>", "llama"),
+    ("<|return|>", "gpt-oss"),
+    ("<|observation|>", "glm"),
+    ("[gMASK]", "glm"),
 )
 THINK_MARKERS = ("<think>", "</think>", "<|channel|>", "<|message|>", "◁think▷")
 
@@ -71,12 +75,18 @@ def _raise_exception(message: str) -> None:
 
 
 def _tojson(
-    value: Any, ensure_ascii: bool = False, indent: int | None = None,
-    separators: tuple[str, str] | None = None, sort_keys: bool = False,
+    value: Any,
+    ensure_ascii: bool = False,
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
 ) -> str:
     # HF's tojson keeps non-ASCII and doesn't HTML-escape, unlike Jinja's default.
     return json.dumps(
-        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
+        value,
+        ensure_ascii=ensure_ascii,
+        indent=indent,
+        separators=separators,
         sort_keys=sort_keys,
     )
 
@@ -113,7 +123,8 @@ class ChatTemplate:
     @cached_property
     def _compiled(self) -> jinja2.Template:
         env = ImmutableSandboxedEnvironment(
-            trim_blocks=True, lstrip_blocks=True,
+            trim_blocks=True,
+            lstrip_blocks=True,
             extensions=[jinja2.ext.loopcontrols, _GenerationTag],
         )
         env.filters["tojson"] = _tojson
@@ -122,20 +133,25 @@ class ChatTemplate:
         try:
             return env.from_string(self.source)
         except jinja2.TemplateSyntaxError as exc:
-            raise UserError(f"chat template does not parse: {exc}", file=self.name,
-                            line=exc.lineno) from exc
+            raise UserError(
+                f"chat template does not parse: {exc}", file=self.name, line=exc.lineno
+            ) from exc
 
     def _strftime_now(self, fmt: str) -> str:
         # Frozen per run so prompt hashes (and resume) don't change from day to day.
         return dt.datetime.combine(self.date, dt.time(12, 0)).strftime(fmt)
 
-    def render(self, messages: list[Message], *, add_generation_prompt: bool = False,
-               **kwargs: Any) -> str:
+    def render(
+        self, messages: list[Message], *, add_generation_prompt: bool = False, **kwargs: Any
+    ) -> str:
         """Render like HF ``apply_chat_template(tokenize=False)``."""
         try:
             return self._compiled.render(
-                messages=messages, add_generation_prompt=add_generation_prompt,
-                bos_token=self.bos_token, eos_token=self.eos_token, **kwargs,
+                messages=messages,
+                add_generation_prompt=add_generation_prompt,
+                bos_token=self.bos_token,
+                eos_token=self.eos_token,
+                **kwargs,
             )
         except jinja2.TemplateError as exc:
             raise UserError(f"chat template raised: {exc}", file=self.name) from exc
@@ -143,7 +159,7 @@ class ChatTemplate:
     def strip_bos(self, text: str) -> str:
         """Drop a rendered BOS text only when the runtime adds BOS itself."""
         if self.runtime_adds_bos and self.bos_token and text.startswith(self.bos_token):
-            return text[len(self.bos_token):]
+            return text[len(self.bos_token) :]
         return text
 
 
@@ -165,16 +181,22 @@ class TurnMarkers:
     def user_stops(self, tpl: ChatTemplate) -> tuple[str, ...]:
         """Stop strings for a generated *user* turn: its end marker, EOS, the other role
         headers, and the family table."""
-        cands = [self.user_end.strip(), *_header_forms(self.assistant_header),
-                 self.assistant_opening.strip(),
-                 tpl.eos_token.strip()]
+        cands = [
+            self.user_end.strip(),
+            *_header_forms(self.assistant_header),
+            self.assistant_opening.strip(),
+            tpl.eos_token.strip(),
+        ]
         cands += FAMILY_STOPS.get(tpl.dialect, ())
         return _dedupe(cands)
 
     def answer_stops(self, tpl: ChatTemplate) -> tuple[str, ...]:
         """Stop strings for a generated *assistant* answer."""
-        cands = [self.assistant_end.strip(), *_header_forms(self.user_header),
-                 tpl.eos_token.strip()]
+        cands = [
+            self.assistant_end.strip(),
+            *_header_forms(self.user_header),
+            tpl.eos_token.strip(),
+        ]
         fam = tuple(s for s in FAMILY_STOPS.get(tpl.dialect, ()) if s != "<|end|>")
         if tpl.dialect == "gpt-oss":  # <|end|> closes the analysis channel, not the answer
             cands = [c for c in cands if c not in ("<|end|>", "<|start|>user")]
@@ -212,14 +234,14 @@ def _between(text: str, start: str, end: str | None = None) -> str:
     i = text.index(start) + len(start)
     if end is None:
         return text[i:]
-    return text[i:text.index(end, i)]
+    return text[i : text.index(end, i)]
 
 
 def _common_suffix(a: str, b: str) -> str:
     n = 0
     while n < min(len(a), len(b)) and a[-1 - n] == b[-1 - n]:
         n += 1
-    return a[len(a) - n:] if n else ""
+    return a[len(a) - n :] if n else ""
 
 
 def _strip_leading_markers(text: str, markers: list[str]) -> str:
@@ -228,7 +250,7 @@ def _strip_leading_markers(text: str, markers: list[str]) -> str:
         changed = False
         for m in sorted((m for m in markers if m), key=len, reverse=True):
             if text.startswith(m) and len(text) > len(m):
-                text, changed = text[len(m):], True
+                text, changed = text[len(m) :], True
     return text
 
 
@@ -247,7 +269,7 @@ def derive_markers(tpl: ChatTemplate, **kwargs: Any) -> TurnMarkers:
     with_gen = tpl.render(one, add_generation_prompt=True, **kwargs)
     if not with_gen.startswith(no_gen):
         raise UserError("template's generation prompt is not an append", file=tpl.name)
-    assistant_header = with_gen[len(no_gen):]
+    assistant_header = with_gen[len(no_gen) :]
     two = [*one, {"role": "assistant", "content": SENTINEL2}]
     r2 = tpl.render(two, **kwargs)
     between = _between(r2, SENTINEL, SENTINEL2)
@@ -263,9 +285,12 @@ def derive_markers(tpl: ChatTemplate, **kwargs: Any) -> TurnMarkers:
         header = _strip_leading_markers(_common_suffix(before_first, between_turns), ends)
     preamble = before_first[: len(before_first) - len(header)] if header else before_first
     return TurnMarkers(
-        user_header=header, assistant_header=assistant_header, assistant_opening=opening,
+        user_header=header,
+        assistant_header=assistant_header,
+        assistant_opening=opening,
         user_end=user_end,
-        assistant_end=assistant_end, preamble=preamble,
+        assistant_end=assistant_end,
+        preamble=preamble,
     )
 
 
@@ -335,7 +360,9 @@ def answer_prompt(tpl: ChatTemplate, messages: list[Message], **kwargs: Any) -> 
 
 
 def user_turn_prompt(
-    tpl: ChatTemplate, context: list[Message], markers: TurnMarkers | None = None,
+    tpl: ChatTemplate,
+    context: list[Message],
+    markers: TurnMarkers | None = None,
     **kwargs: Any,
 ) -> UserPrompt:
     """Render ``context + [user SENTINEL]`` and cut before the sentinel.
@@ -348,14 +375,20 @@ def user_turn_prompt(
     full = tpl.render([*context, {"role": "user", "content": SENTINEL}], **kwargs)
     count = full.count(SENTINEL)
     if count != 1:
-        raise UserError(f"user sentinel occurs {count} times in the rendered prompt, "
-                        "expected exactly once", file=tpl.name)
+        raise UserError(
+            f"user sentinel occurs {count} times in the rendered prompt, expected exactly once",
+            file=tpl.name,
+        )
     prompt = tpl.strip_bos(full[: full.index(SENTINEL)])
     content = str(context[-1].get("content") or "")
     survived, removed = _survival(prompt, content)
     return UserPrompt(
-        prompt=prompt, user_header=markers.user_header, stop=markers.user_stops(tpl),
-        prompt_sha=sha256(prompt), template_sha=tpl.sha, content_survived=survived,
+        prompt=prompt,
+        user_header=markers.user_header,
+        stop=markers.user_stops(tpl),
+        prompt_sha=sha256(prompt),
+        template_sha=tpl.sha,
+        content_survived=survived,
         removed=removed,
     )
 

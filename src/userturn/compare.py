@@ -49,10 +49,15 @@ class Side:
 
     @classmethod
     def from_cell(cls, cell: Cell) -> Side:
-        correct = {a.item_id: bool(a.correct) for a in cell.answers.values()
-                   if a.correct is not None}
-        return cls(cell.to_json(), {k: (v[0], v[1]) for k, v in cell.per_item.items()},
-                   correct, max(cell.max_samples, 1))
+        correct = {
+            a.item_id: bool(a.correct) for a in cell.answers.values() if a.correct is not None
+        }
+        return cls(
+            cell.to_json(),
+            {k: (v[0], v[1]) for k, v in cell.per_item.items()},
+            correct,
+            max(cell.max_samples, 1),
+        )
 
 
 @dataclass
@@ -88,9 +93,11 @@ def _index(sides: list[Side], run: Path, model: str | None) -> dict[MatchKey, Si
             continue
         key = (c["dataset"], c["temperature"], c["perturbation"], c["judge"])
         if key in out:
-            raise UserError(f"several models in one cell ({out[key].summary['model']!r}, "
-                            f"{c['model']!r}); choose one with --model-a/--model-b",
-                            file=str(run))
+            raise UserError(
+                f"several models in one cell ({out[key].summary['model']!r}, "
+                f"{c['model']!r}); choose one with --model-a/--model-b",
+                file=str(run),
+            )
         out[key] = s
     if model is not None and not out:
         raise UserError(f"model {model!r} not in this run", file=str(run))
@@ -102,12 +109,14 @@ def _rate_diff(a: Side, b: Side) -> tuple[float | None, float | None, str]:
     if a.per_item is not None and b.per_item is not None:
         if set(a.per_item) == set(b.per_item):
             items = sorted(a.per_item)
-            lo, hi = paired_bootstrap_diff([b.per_item[i] for i in items],
-                                           [a.per_item[i] for i in items])
+            lo, hi = paired_bootstrap_diff(
+                [b.per_item[i] for i in items], [a.per_item[i] for i in items]
+            )
             return lo, hi, "paired-cluster-bootstrap"
         if max(a.samples, b.samples) > 1:
-            lo, hi = independent_bootstrap_diff(list(b.per_item.values()),
-                                                list(a.per_item.values()))
+            lo, hi = independent_bootstrap_diff(
+                list(b.per_item.values()), list(a.per_item.values())
+            )
             return lo, hi, "independent-cluster-bootstrap"
     lo, hi = newcombe_diff(cb["genuine"], cb["n"], ca["genuine"], ca["n"])
     method = "newcombe" if max(a.samples, b.samples) == 1 else "newcombe (ignores k>1)"
@@ -121,8 +130,9 @@ def _acc_diff(a: Side, b: Side) -> tuple[float | None, float | None, float | Non
     diff = cb["accuracy"] - ca["accuracy"]
     if a.correct is not None and b.correct is not None and set(a.correct) == set(b.correct):
         items = sorted(a.correct)
-        lo, hi = paired_bootstrap_diff([(int(b.correct[i]), 1) for i in items],
-                                       [(int(a.correct[i]), 1) for i in items])
+        lo, hi = paired_bootstrap_diff(
+            [(int(b.correct[i]), 1) for i in items], [(int(a.correct[i]), 1) for i in items]
+        )
         return diff, lo, hi, "paired-bootstrap"
     if a.correct is not None and b.correct is not None:
         ka, na = sum(a.correct.values()), len(a.correct)
@@ -139,19 +149,35 @@ def _row(key: MatchKey, a: Side, b: Side) -> dict[str, Any]:
     lo, hi, method = _rate_diff(a, b)
     acc, alo, ahi, amethod = _acc_diff(a, b)
     rd = None if ca["rate"] is None or cb["rate"] is None else cb["rate"] - ca["rate"]
-    return {"dataset": key[0], "temperature": key[1], "perturbation": key[2],
-            "judge": key[3], "model_a": ca["model"], "model_b": cb["model"],
-            "n_a": ca["n"], "n_b": cb["n"], "rate_a": ca["rate"], "rate_b": cb["rate"],
-            "rate_diff": rd, "rate_ci_low": lo, "rate_ci_high": hi, "rate_method": method,
-            "accuracy_a": ca.get("accuracy"), "accuracy_b": cb.get("accuracy"),
-            "accuracy_diff": acc, "accuracy_ci_low": alo, "accuracy_ci_high": ahi,
-            "accuracy_method": amethod,
-            "unparseable_a": int(ca.get("unparseable", 0)) + int(ca.get("errors", 0)),
-            "unparseable_b": int(cb.get("unparseable", 0)) + int(cb.get("errors", 0))}
+    return {
+        "dataset": key[0],
+        "temperature": key[1],
+        "perturbation": key[2],
+        "judge": key[3],
+        "model_a": ca["model"],
+        "model_b": cb["model"],
+        "n_a": ca["n"],
+        "n_b": cb["n"],
+        "rate_a": ca["rate"],
+        "rate_b": cb["rate"],
+        "rate_diff": rd,
+        "rate_ci_low": lo,
+        "rate_ci_high": hi,
+        "rate_method": method,
+        "accuracy_a": ca.get("accuracy"),
+        "accuracy_b": cb.get("accuracy"),
+        "accuracy_diff": acc,
+        "accuracy_ci_low": alo,
+        "accuracy_ci_high": ahi,
+        "accuracy_method": amethod,
+        "unparseable_a": int(ca.get("unparseable", 0)) + int(ca.get("errors", 0)),
+        "unparseable_b": int(cb.get("unparseable", 0)) + int(cb.get("errors", 0)),
+    }
 
 
-def compare_detail(a: Path, b: Path, model_a: str | None = None,
-                   model_b: str | None = None) -> Comparison:
+def compare_detail(
+    a: Path, b: Path, model_a: str | None = None, model_b: str | None = None
+) -> Comparison:
     """Matched rows plus the cells found in only one of the runs."""
     sa, sb = _load_sides(Path(a), model_a), _load_sides(Path(b), model_b)
     keys = [k for k in sa if k in sb]
@@ -161,8 +187,9 @@ def compare_detail(a: Path, b: Path, model_a: str | None = None,
     return Comparison([_row(k, sa[k], sb[k]) for k in keys], only_a, only_b)
 
 
-def compare_runs(a: Path, b: Path, model_a: str | None = None,
-                 model_b: str | None = None) -> list[dict[str, Any]]:
+def compare_runs(
+    a: Path, b: Path, model_a: str | None = None, model_b: str | None = None
+) -> list[dict[str, Any]]:
     """Cells matched on (dataset, T, perturbation, judge), with B − A differences and CIs.
 
     Args:
@@ -189,21 +216,63 @@ def _pts(d: float | None, lo: float | None, hi: float | None) -> str:
 
 def compare_table(rows: list[dict[str, Any]]) -> Table:
     """The comparison as a :class:`~userturn.tables.Table` (Markdown/CSV/LaTeX)."""
-    cols = ["dataset", "T", "perturbation", "judge", "rate A", "rate B", "Δ rate (pts)",
-            "acc A", "acc B", "Δ acc (pts)", "n A/B", "unparseable A/B", "CI method"]
+    cols = [
+        "dataset",
+        "T",
+        "perturbation",
+        "judge",
+        "rate A",
+        "rate B",
+        "Δ rate (pts)",
+        "acc A",
+        "acc B",
+        "Δ acc (pts)",
+        "n A/B",
+        "unparseable A/B",
+        "CI method",
+    ]
     raw, shown = [], []
     for r in rows:
-        raw.append([r["dataset"], r["temperature"], r["perturbation"], r["judge"],
-                    r["rate_a"], r["rate_b"], r["rate_diff"], r["accuracy_a"],
-                    r["accuracy_b"], r["accuracy_diff"], f"{r['n_a']}/{r['n_b']}",
-                    f"{r['unparseable_a']}/{r['unparseable_b']}", r["rate_method"]])
-        shown.append([r["dataset"], "–" if r["temperature"] is None else f"{r['temperature']:g}",
-                      r["perturbation"], str(r["judge"]), pct(r["rate_a"]), pct(r["rate_b"]),
-                      _pts(r["rate_diff"], r["rate_ci_low"], r["rate_ci_high"]),
-                      pct(r["accuracy_a"]), pct(r["accuracy_b"]),
-                      _pts(r["accuracy_diff"], r["accuracy_ci_low"], r["accuracy_ci_high"]),
-                      f"{r['n_a']}/{r['n_b']}", f"{r['unparseable_a']}/{r['unparseable_b']}",
-                      r["rate_method"]])
+        raw.append(
+            [
+                r["dataset"],
+                r["temperature"],
+                r["perturbation"],
+                r["judge"],
+                r["rate_a"],
+                r["rate_b"],
+                r["rate_diff"],
+                r["accuracy_a"],
+                r["accuracy_b"],
+                r["accuracy_diff"],
+                f"{r['n_a']}/{r['n_b']}",
+                f"{r['unparseable_a']}/{r['unparseable_b']}",
+                r["rate_method"],
+            ]
+        )
+        shown.append(
+            [
+                r["dataset"],
+                "–" if r["temperature"] is None else f"{r['temperature']:g}",
+                r["perturbation"],
+                str(r["judge"]),
+                pct(r["rate_a"]),
+                pct(r["rate_b"]),
+                _pts(r["rate_diff"], r["rate_ci_low"], r["rate_ci_high"]),
+                pct(r["accuracy_a"]),
+                pct(r["accuracy_b"]),
+                _pts(r["accuracy_diff"], r["accuracy_ci_low"], r["accuracy_ci_high"]),
+                f"{r['n_a']}/{r['n_b']}",
+                f"{r['unparseable_a']}/{r['unparseable_b']}",
+                r["rate_method"],
+            ]
+        )
     models = sorted({f"A={r['model_a']}, B={r['model_b']}" for r in rows})
-    return Table("compare", "Run comparison (" + "; ".join(models) + ")", cols, raw, shown,
-                 note="Differences are B − A in percentage points, with 95% CIs.")
+    return Table(
+        "compare",
+        "Run comparison (" + "; ".join(models) + ")",
+        cols,
+        raw,
+        shown,
+        note="Differences are B − A in percentage points, with 95% CIs.",
+    )

@@ -80,8 +80,11 @@ def load_config(path: str | Path, overrides: dict[str, Any]) -> RunConfig:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise UserError(f"invalid YAML: {getattr(exc, 'problem', exc)}", file=str(p),
-                        line=None if mark is None else mark.line + 1) from exc
+        raise UserError(
+            f"invalid YAML: {getattr(exc, 'problem', exc)}",
+            file=str(p),
+            line=None if mark is None else mark.line + 1,
+        ) from exc
     if not isinstance(data, dict):
         raise UserError("expected a mapping at the top level", file=str(p), line=1)
     if "config" in data and isinstance(data["config"], dict):
@@ -97,5 +100,6 @@ def build_config(data: dict[str, Any], *, file: str = "<cli>", text: str = "") -
         field = ".".join(str(x) for x in err["loc"]) or "config"
         top = str(err["loc"][0]) if err["loc"] else ""
         msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        raise UserError(msg, file=file, line=_yaml_line(text, top) if text else None,
-                        field=field) from exc
+        raise UserError(
+            msg, file=file, line=_yaml_line(text, top) if text else None, field=field
+        ) from exc

@@ -32,21 +32,33 @@ def iter_records(store: Store) -> Iterator[dict[str, Any]]:
         ans = answers.get(row.answer_key, {})
         d = row.data
         yield {
-            "id": row.key, "item_id": row.item_id, "model": row.model,
-            "family": d.get("family", ""), "dataset": row.dataset,
-            "temperature": row.temperature, "sample": row.sample, "seed": row.seed,
-            "perturbation": row.perturbation, "messages": d.get("messages"),
-            "answer": ans.get("text"), "answer_reasoning": ans.get("reasoning"),
-            "correct": ans.get("correct"), "answer_finish": ans.get("finish"),
+            "id": row.key,
+            "item_id": row.item_id,
+            "model": row.model,
+            "family": d.get("family", ""),
+            "dataset": row.dataset,
+            "temperature": row.temperature,
+            "sample": row.sample,
+            "seed": row.seed,
+            "perturbation": row.perturbation,
+            "messages": d.get("messages"),
+            "answer": ans.get("text"),
+            "answer_reasoning": ans.get("reasoning"),
+            "correct": ans.get("correct"),
+            "answer_finish": ans.get("finish"),
             "answer_truncated": ans.get("finish") == "length",
-            "user_turn": d.get("user_turn"), "user_finish": d.get("user_finish"),
+            "user_turn": d.get("user_turn"),
+            "user_finish": d.get("user_finish"),
             "thinking_markup": d.get("thinking_markup", False),
-            "content_survived": d.get("content_survived", True), "removed": d.get("removed"),
-            "prompt_sha": d.get("prompt_sha"), "template_sha": d.get("template_sha"),
+            "content_survived": d.get("content_survived", True),
+            "removed": d.get("removed"),
+            "prompt_sha": d.get("prompt_sha"),
+            "template_sha": d.get("template_sha"),
             "reference_turn": d.get("reference_turn"),
-            "judgments": [{k: j.get(k) for k in
-                           ("judge", "genuine_followup", "label", "rationale", "status")}
-                          for j in judgments.get(row.key, [])],
+            "judgments": [
+                {k: j.get(k) for k in ("judge", "genuine_followup", "label", "rationale", "status")}
+                for j in judgments.get(row.key, [])
+            ],
         }
 
 
@@ -77,8 +89,14 @@ def _maybe_parquet(out: Path, records: list[dict[str, Any]]) -> None:
         import pyarrow.parquet as pq
     except ModuleNotFoundError:
         return
-    flat = [{**r, "messages": json.dumps(r["messages"], ensure_ascii=False),
-             "judgments": json.dumps(r["judgments"], ensure_ascii=False)} for r in records]
+    flat = [
+        {
+            **r,
+            "messages": json.dumps(r["messages"], ensure_ascii=False),
+            "judgments": json.dumps(r["judgments"], ensure_ascii=False),
+        }
+        for r in records
+    ]
     pq.write_table(pa.Table.from_pylist(flat), out / "records.parquet")
 
 
@@ -92,8 +110,9 @@ def _version(pkg: str) -> str | None:
 def _git_sha() -> str | None:
     here = Path(__file__).resolve().parent
     try:
-        proc = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"],
-                              capture_output=True, text=True, timeout=5)
+        proc = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout.strip() or None
@@ -106,17 +125,31 @@ def _memory_gb() -> float | None:
         return None
 
 
-def manifest(config: dict[str, Any], date: str, models: list[dict[str, Any]],
-             datasets: list[dict[str, Any]]) -> dict[str, Any]:
-    pkgs = ["userturn", "llama-cpp-python", "transformers", "torch", "vllm", "openai", "ray",
-            "jinja2", "pydantic"]
+def manifest(
+    config: dict[str, Any], date: str, models: list[dict[str, Any]], datasets: list[dict[str, Any]]
+) -> dict[str, Any]:
+    pkgs = [
+        "userturn",
+        "llama-cpp-python",
+        "transformers",
+        "torch",
+        "vllm",
+        "openai",
+        "ray",
+        "jinja2",
+        "pydantic",
+    ]
     return {
         "userturn_git_sha": _git_sha(),
         "frozen_date": date,
-        "versions": {p: v for p in pkgs if (v := _version(p))} | {
-            "python": platform.python_version()},
-        "hardware": {"platform": platform.platform(), "machine": platform.machine(),
-                     "cpus": os.cpu_count(), "memory_gb": _memory_gb()},
+        "versions": {p: v for p in pkgs if (v := _version(p))}
+        | {"python": platform.python_version()},
+        "hardware": {
+            "platform": platform.platform(),
+            "machine": platform.machine(),
+            "cpus": os.cpu_count(),
+            "memory_gb": _memory_gb(),
+        },
         "models": models,
         "datasets": datasets,
         "config": config,

@@ -20,8 +20,11 @@ BATCH = 256
 
 def judge_input(row: UserTurnRow) -> JudgeInput:
     """Only the context and the candidate turn: no model, dataset, T or reference."""
-    return JudgeInput(id=row.key, messages=tuple(row.data["messages"]),
-                      user_turn=str(row.data.get("user_turn", "")))
+    return JudgeInput(
+        id=row.key,
+        messages=tuple(row.data["messages"]),
+        user_turn=str(row.data.get("user_turn", "")),
+    )
 
 
 def pending(store: Store, judge: Judge, rows: Iterable[UserTurnRow]) -> list[UserTurnRow]:
@@ -32,24 +35,30 @@ def pending(store: Store, judge: Judge, rows: Iterable[UserTurnRow]) -> list[Use
 def _versions(store: Store, judge_id: str) -> dict[str, str]:
     cur = store.conn.execute(
         "SELECT user_turn_key, json_extract(data, '$.version') FROM judgments WHERE judge=?",
-        (judge_id,))
+        (judge_id,),
+    )
     return {k: str(v) for k, v in cur}
 
 
-def judge_rows(store: Store, judges: list[Judge], rows: list[UserTurnRow],
-               advance: Callable[[int], None] | None = None) -> tuple[int, int]:
+def judge_rows(
+    store: Store,
+    judges: list[Judge],
+    rows: list[UserTurnRow],
+    advance: Callable[[int], None] | None = None,
+) -> tuple[int, int]:
     """Judge ``rows`` with every judge, storing as batches finish. Returns
     (judgments written, LLM calls made)."""
     written = calls = 0
     for judge in judges:
         todo = pending(store, judge, rows)
         for start in range(0, len(todo), BATCH):
-            batch = todo[start:start + BATCH]
+            batch = todo[start : start + BATCH]
             verdicts = judge.judge([judge_input(r) for r in batch])
             assert len(verdicts) == len(batch), f"judge {judge.id} dropped outputs"
             for row, v in zip(batch, verdicts, strict=True):
-                store.put_judgment(row.key, judge.id,
-                                   {**v.to_json(), "version": judge.version, "usage": v.usage})
+                store.put_judgment(
+                    row.key, judge.id, {**v.to_json(), "version": judge.version, "usage": v.usage}
+                )
                 calls += int(v.usage.get("calls", 0))
             written += len(batch)
             if advance:

@@ -33,8 +33,11 @@ def _pandas() -> Any:
 
 
 def _read_records(run_dir: Path) -> list[dict[str, Any]]:
-    parquet, jsonl, store = (run_dir / "records.parquet", run_dir / "records.jsonl",
-                             run_dir / "store.sqlite")
+    parquet, jsonl, store = (
+        run_dir / "records.parquet",
+        run_dir / "records.jsonl",
+        run_dir / "store.sqlite",
+    )
     if parquet.is_file():
         try:
             import pyarrow.parquet as pq
@@ -59,8 +62,9 @@ def _read_records(run_dir: Path) -> list[dict[str, Any]]:
             return list(iter_records(st))
         finally:
             st.close()
-    raise UserError("not a run directory (no records.parquet, records.jsonl or "
-                    "store.sqlite)", file=str(run_dir))
+    raise UserError(
+        "not a run directory (no records.parquet, records.jsonl or store.sqlite)", file=str(run_dir)
+    )
 
 
 def _judge_columns(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -97,12 +97,13 @@ class ItemWorker:
         self.backend = backend
         self.cfg = cfg
         self.kwargs = template_kwargs(cfg)
-        self.template: ChatTemplate = backend.template(TemplateOptions(
-            date=date, path=cfg.chat_template, bos_token=cfg.bos_token,
-            eos_token=cfg.eos_token))
+        self.template: ChatTemplate = backend.template(
+            TemplateOptions(
+                date=date, path=cfg.chat_template, bos_token=cfg.bos_token, eos_token=cfg.eos_token
+            )
+        )
         self.markers: TurnMarkers = derive_markers(self.template, **self.kwargs)
-        self.perturbations: list[Perturbation] = [load_perturbation(p)
-                                                  for p in cfg.perturbations]
+        self.perturbations: list[Perturbation] = [load_perturbation(p) for p in cfg.perturbations]
 
     # answers --------------------------------------------------------------------------
     def context_messages(self, item: Item) -> list[Message]:
@@ -113,9 +114,13 @@ class ItemWorker:
 
     def answer_params(self, seed: int) -> SamplingParams:
         return SamplingParams(
-            temperature=self.cfg.answer_temperature, top_p=self.cfg.top_p, top_k=self.cfg.top_k,
+            temperature=self.cfg.answer_temperature,
+            top_p=self.cfg.top_p,
+            top_k=self.cfg.top_k,
             max_tokens=self.cfg.max_answer_tokens,
-            stop=self.markers.answer_stops(self.template), seed=seed)
+            stop=self.markers.answer_stops(self.template),
+            seed=seed,
+        )
 
     def answer_key(self, item: Item) -> tuple[str, str | None, SamplingParams | None]:
         """(key, prompt or None for held-out, params)."""
@@ -124,12 +129,20 @@ class ItemWorker:
             return content_key("given", item.dataset, item.id, sha256(given)), None, None
         prompt = answer_prompt(self.template, self.context_messages(item), **self.kwargs)
         params = self.answer_params(derive_seed(self.cfg.seed, item.id, "answer"))
-        key = content_key(self.backend.model_id, self.backend.revision, self.template.sha,
-                          sha256(prompt), "answer", params.key(), params.seed)
+        key = content_key(
+            self.backend.model_id,
+            self.backend.revision,
+            self.template.sha,
+            sha256(prompt),
+            "answer",
+            params.key(),
+            params.seed,
+        )
         return key, prompt, params
 
-    def answers(self, items: list[Item], dataset: Dataset,
-                known: dict[str, dict[str, Any]]) -> Iterator[AnswerEvent]:
+    def answers(
+        self, items: list[Item], dataset: Dataset, known: dict[str, dict[str, Any]]
+    ) -> Iterator[AnswerEvent]:
         todo: list[tuple[Item, str, str, SamplingParams]] = []
         for item in items:
             key, prompt, params = self.answer_key(item)
@@ -142,29 +155,46 @@ class ItemWorker:
                 todo.append((item, key, prompt, params))
         if not todo:
             return
-        reqs = [GenRequest(prompt=p, role="assistant", params=pa, seeds=(pa.seed,))
-                for _, _, p, pa in todo]
+        reqs = [
+            GenRequest(prompt=p, role="assistant", params=pa, seeds=(pa.seed,))
+            for _, _, p, pa in todo
+        ]
         for (item, key, prompt, _), res in zip(todo, self.backend.generate(reqs), strict=True):
             comp = res.completions[0]
             parts = split_reasoning(comp.text)
             score = dataset.score(item, parts.final)
-            yield AnswerEvent(key, item, {
-                "model": self.backend.model_id, "text": comp.text,
-                "reasoning": parts.reasoning, "final": parts.final, "finish": comp.finish,
-                "completion_tokens": comp.completion_tokens,
-                "prompt_sha": sha256(prompt), "template_sha": self.template.sha,
-                "prompt_tokens": res.prompt_tokens,
-                "prompt_tokens_reused": res.prompt_tokens_reused,
-                "correct": None if score is None else score.get("correct"),
-                "score": score,
-            }, generated=True)
+            yield AnswerEvent(
+                key,
+                item,
+                {
+                    "model": self.backend.model_id,
+                    "text": comp.text,
+                    "reasoning": parts.reasoning,
+                    "final": parts.final,
+                    "finish": comp.finish,
+                    "completion_tokens": comp.completion_tokens,
+                    "prompt_sha": sha256(prompt),
+                    "template_sha": self.template.sha,
+                    "prompt_tokens": res.prompt_tokens,
+                    "prompt_tokens_reused": res.prompt_tokens_reused,
+                    "correct": None if score is None else score.get("correct"),
+                    "score": score,
+                },
+                generated=True,
+            )
 
     @staticmethod
     def _given(item: Item) -> dict[str, Any]:
         text = str(item.messages[-1]["content"])
         parts = split_reasoning(text)
-        return {"text": text, "reasoning": parts.reasoning, "final": parts.final,
-                "finish": "given", "correct": None, "score": None}
+        return {
+            "text": text,
+            "reasoning": parts.reasoning,
+            "final": parts.final,
+            "finish": "given",
+            "correct": None,
+            "score": None,
+        }
 
     # user turns -----------------------------------------------------------------------
     def user_context(self, item: Item, answer: dict[str, Any], pert: Perturbation) -> list[Message]:
@@ -177,8 +207,12 @@ class ItemWorker:
 
     def user_params(self, temperature: float) -> SamplingParams:
         return SamplingParams(
-            temperature=temperature, top_p=self.cfg.top_p, top_k=self.cfg.top_k,
-            max_tokens=self.cfg.max_user_tokens, stop=self.markers.user_stops(self.template))
+            temperature=temperature,
+            top_p=self.cfg.top_p,
+            top_k=self.cfg.top_k,
+            max_tokens=self.cfg.max_user_tokens,
+            stop=self.markers.user_stops(self.template),
+        )
 
     def user_turns(self, answers: list[AnswerEvent], done: set[str]) -> Iterator[UserEvent]:
         plan: list[tuple[GenRequest, list[UserTurnRow]]] = []
@@ -193,44 +227,80 @@ class ItemWorker:
                             yield UserEvent(row, generated=False)
                     missing = [r for r in rows if r.key not in done]
                     if missing:
-                        req = GenRequest(prompt=up.prompt, role="user",
-                                         params=self.user_params(temp),
-                                         seeds=tuple(r.seed for r in missing))
+                        req = GenRequest(
+                            prompt=up.prompt,
+                            role="user",
+                            params=self.user_params(temp),
+                            seeds=tuple(r.seed for r in missing),
+                        )
                         plan.append((req, missing))
         if not plan:
             return
         results = self.backend.generate([req for req, _ in plan])
         for (_, rows), res in zip(plan, results, strict=True):
-            share = (res.prompt_tokens // max(len(rows), 1),
-                     res.prompt_tokens_reused // max(len(rows), 1))
+            share = (
+                res.prompt_tokens // max(len(rows), 1),
+                res.prompt_tokens_reused // max(len(rows), 1),
+            )
             for row, comp in zip(rows, res.completions, strict=True):
-                data = {**row.data, "user_turn": comp.text, "user_finish": comp.finish,
-                        "user_tokens": comp.completion_tokens,
-                        "thinking_markup": has_thinking_markup(comp.text),
-                        "prompt_tokens": share[0], "prompt_tokens_reused": share[1]}
+                data = {
+                    **row.data,
+                    "user_turn": comp.text,
+                    "user_finish": comp.finish,
+                    "user_tokens": comp.completion_tokens,
+                    "thinking_markup": has_thinking_markup(comp.text),
+                    "prompt_tokens": share[0],
+                    "prompt_tokens_reused": share[1],
+                }
                 yield UserEvent(UserTurnRow(**{**row.__dict__, "data": data}), generated=True)
 
-    def _plan_rows(self, ev: AnswerEvent, pert: Perturbation, ctx: list[Message],
-                   up: Any, temp: float) -> list[UserTurnRow]:
+    def _plan_rows(
+        self, ev: AnswerEvent, pert: Perturbation, ctx: list[Message], up: Any, temp: float
+    ) -> list[UserTurnRow]:
         params = self.user_params(temp)
         rows = []
         for i in range(samples_at(temp, self.cfg.samples)):
             seed = derive_seed(self.cfg.seed, ev.item.id, temp, i)
-            key = content_key(self.backend.model_id, self.backend.revision, self.template.sha,
-                              up.prompt_sha, "user", params.key(), i, seed, pert.id)
-            data = {"messages": ctx, "prompt_sha": up.prompt_sha,
-                    "template_sha": self.template.sha, "family": self.backend.family,
-                    "content_survived": up.content_survived, "removed": up.removed,
-                    "reference_turn": ev.item.reference_turn,
-                    "perturbation_version": pert.version}
-            rows.append(UserTurnRow(key=key, answer_key=ev.key, item_id=ev.item.id,
-                                    model=self.backend.model_id, dataset=ev.item.dataset,
-                                    temperature=temp, sample=i, seed=seed,
-                                    perturbation=pert.id, data=data))
+            key = content_key(
+                self.backend.model_id,
+                self.backend.revision,
+                self.template.sha,
+                up.prompt_sha,
+                "user",
+                params.key(),
+                i,
+                seed,
+                pert.id,
+            )
+            data = {
+                "messages": ctx,
+                "prompt_sha": up.prompt_sha,
+                "template_sha": self.template.sha,
+                "family": self.backend.family,
+                "content_survived": up.content_survived,
+                "removed": up.removed,
+                "reference_turn": ev.item.reference_turn,
+                "perturbation_version": pert.version,
+            }
+            rows.append(
+                UserTurnRow(
+                    key=key,
+                    answer_key=ev.key,
+                    item_id=ev.item.id,
+                    model=self.backend.model_id,
+                    dataset=ev.item.dataset,
+                    temperature=temp,
+                    sample=i,
+                    seed=seed,
+                    perturbation=pert.id,
+                    data=data,
+                )
+            )
         return rows
 
-    def process(self, items: list[Item], dataset: Dataset, known: dict[str, dict[str, Any]],
-                done: set[str]) -> Iterator[Event]:
+    def process(
+        self, items: list[Item], dataset: Dataset, known: dict[str, dict[str, Any]], done: set[str]
+    ) -> Iterator[Event]:
         """Answers for the chunk first (the driver stores them as they come), then user
         turns. For llama.cpp a chunk is one item, so the user prompt extends the answer
         still in the KV cache."""

@@ -24,10 +24,15 @@ from userturn.types import LABELS
 log = logging.getLogger(__name__)
 
 LABEL_COLORS = {
-    "plausible_followup": "#2ca02c", "previous_turn_restate": "#1f77b4",
-    "assistant_turn_restate": "#ff7f0e", "meta_planning": "#9467bd",
-    "new_task_prompt": "#8c564b", "malformed_artifact": "#d62728",
-    "degenerate_short": "#7f7f7f", "other": "#bcbd22", "unparseable": "#000000",
+    "plausible_followup": "#2ca02c",
+    "previous_turn_restate": "#1f77b4",
+    "assistant_turn_restate": "#ff7f0e",
+    "meta_planning": "#9467bd",
+    "new_task_prompt": "#8c564b",
+    "malformed_artifact": "#d62728",
+    "degenerate_short": "#7f7f7f",
+    "other": "#bcbd22",
+    "unparseable": "#000000",
 }
 MARKERS = "osD^vP*Xh<>"
 
@@ -44,18 +49,28 @@ def rate_vs_temperature(a: Analysis, judge: str | None) -> Figure:
     """One panel per dataset: the rate per model across T, with its 95% CI as a band."""
     cells = _cells(a, judge)
     datasets = list(dict.fromkeys(c["dataset"] for c in cells)) or ["(no cells)"]
-    fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.6),
-                             squeeze=False, sharey=True)
+    fig, axes = plt.subplots(
+        1, len(datasets), figsize=(4.2 * len(datasets), 3.6), squeeze=False, sharey=True
+    )
     for ax, ds in zip(axes[0], datasets, strict=True):
         for i, model in enumerate(_models(cells)):
-            pts = sorted((c for c in cells if c["dataset"] == ds and c["model"] == model
-                          and c["rate"] is not None and c["temperature"] is not None),
-                         key=lambda c: c["temperature"])
+            pts = sorted(
+                (
+                    c
+                    for c in cells
+                    if c["dataset"] == ds
+                    and c["model"] == model
+                    and c["rate"] is not None
+                    and c["temperature"] is not None
+                ),
+                key=lambda c: c["temperature"],
+            )
             if not pts:
                 continue
             t = [c["temperature"] for c in pts]
-            line = ax.plot(t, [c["rate"] for c in pts], marker=MARKERS[i % len(MARKERS)],
-                           label=model)[0]
+            line = ax.plot(
+                t, [c["rate"] for c in pts], marker=MARKERS[i % len(MARKERS)], label=model
+            )[0]
             lo = [c["ci_low"] if c["ci_low"] is not None else c["rate"] for c in pts]
             hi = [c["ci_high"] if c["ci_high"] is not None else c["rate"] for c in pts]
             ax.fill_between(t, lo, hi, alpha=0.18, color=line.get_color())
@@ -81,9 +96,14 @@ def accuracy_vs_followup(a: Analysis, judge: str | None) -> Figure:
     for ax, t in zip(axes[0], shown, strict=True):
         for c in (c for c in cells if c["temperature"] == t):
             mi, di = models.index(c["model"]), datasets.index(c["dataset"])
-            ax.scatter(c["accuracy"], c["rate"], color=colors[mi % len(colors)],
-                       marker=MARKERS[di % len(MARKERS)], s=50,
-                       label=f"{c['model']} · {c['dataset']}")
+            ax.scatter(
+                c["accuracy"],
+                c["rate"],
+                color=colors[mi % len(colors)],
+                marker=MARKERS[di % len(MARKERS)],
+                s=50,
+                label=f"{c['model']} · {c['dataset']}",
+            )
         ax.set_xlim(-0.03, 1.03)
         ax.set_ylim(-0.03, 1.03)
         ax.set_xlabel("task accuracy")
@@ -140,9 +160,11 @@ def perturbation_deltas(a: Analysis, judge: str | None) -> Figure:
         hi = r["ci_high"] if r["ci_high"] is not None else r["delta"]
         ax.plot([lo, hi], [y, y], color=color, lw=2, alpha=0.6)
         ax.plot(r["delta"], y, "o", color=color)
-    ax.set_yticks(range(len(rows)),
-                  [f"{r['model']} · {r['dataset']} · T={r['temperature']:g}" for r in rows],
-                  fontsize=7)
+    ax.set_yticks(
+        range(len(rows)),
+        [f"{r['model']} · {r['dataset']} · T={r['temperature']:g}" for r in rows],
+        fontsize=7,
+    )
     for i, p in enumerate(perts):
         ax.plot([], [], "o-", color=colors[i % len(colors)], label=p)
     ax.axvline(0, color="k", lw=0.8)
@@ -174,8 +196,11 @@ def write_plots(a: Analysis, judge: str | None, folder: Path) -> dict[str, dict[
             out[name] = {}
             for ext in ("png", "svg"):
                 path = folder / f"{name}.{ext}"
-                fig.savefig(path, dpi=120 if ext == "png" else None,
-                            metadata={"Date": None} if ext == "svg" else None)
+                fig.savefig(
+                    path,
+                    dpi=120 if ext == "png" else None,
+                    metadata={"Date": None} if ext == "svg" else None,
+                )
                 out[name][ext] = path
         finally:
             plt.close(fig)

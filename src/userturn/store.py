@@ -88,11 +88,14 @@ class Store:
         row = self.conn.execute("SELECT data FROM answers WHERE key=?", (key,)).fetchone()
         return None if row is None else dict(json.loads(row[0]))
 
-    def put_answer(self, key: str, item_id: str, model: str, dataset: str,
-                   data: dict[str, Any]) -> None:
+    def put_answer(
+        self, key: str, item_id: str, model: str, dataset: str, data: dict[str, Any]
+    ) -> None:
         self.conn.execute(
             "INSERT OR IGNORE INTO answers(key, item_id, model, dataset, data) "
-            "VALUES (?, ?, ?, ?, ?)", (key, item_id, model, dataset, _dump(data)))
+            "VALUES (?, ?, ?, ?, ?)",
+            (key, item_id, model, dataset, _dump(data)),
+        )
 
     def answers(self) -> Iterator[tuple[str, dict[str, Any]]]:
         for key, data in self.conn.execute("SELECT key, data FROM answers ORDER BY rowid"):
@@ -106,16 +109,29 @@ class Store:
         self.conn.execute(
             "INSERT OR IGNORE INTO user_turns(key, answer_key, item_id, model, dataset, "
             "temperature, sample, seed, perturbation, data) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (row.key, row.answer_key, row.item_id, row.model, row.dataset, row.temperature,
-             row.sample, row.seed, row.perturbation, _dump(row.data)))
+            (
+                row.key,
+                row.answer_key,
+                row.item_id,
+                row.model,
+                row.dataset,
+                row.temperature,
+                row.sample,
+                row.seed,
+                row.perturbation,
+                _dump(row.data),
+            ),
+        )
 
     def user_turns(self) -> Iterator[UserTurnRow]:
         cur = self.conn.execute(
             "SELECT key, answer_key, item_id, model, dataset, temperature, sample, seed, "
-            "perturbation, data FROM user_turns ORDER BY rowid")
+            "perturbation, data FROM user_turns ORDER BY rowid"
+        )
         for r in cur:
-            yield UserTurnRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8],
-                              json.loads(r[9]))
+            yield UserTurnRow(
+                r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], json.loads(r[9])
+            )
 
     # judgments ------------------------------------------------------------------------
     def judged_keys(self, judge: str) -> set[str]:
@@ -125,7 +141,8 @@ class Store:
     def put_judgment(self, user_turn_key: str, judge: str, data: dict[str, Any]) -> None:
         self.conn.execute(
             "INSERT OR REPLACE INTO judgments(user_turn_key, judge, data) VALUES (?, ?, ?)",
-            (user_turn_key, judge, _dump(data)))
+            (user_turn_key, judge, _dump(data)),
+        )
 
     def judgments(self) -> dict[str, list[dict[str, Any]]]:
         """All judgments, grouped by user-turn key, in judge-insertion order."""
@@ -145,8 +162,9 @@ class Store:
         return None if row is None else dict(json.loads(row[0]))
 
     def cache_put(self, key: str, data: dict[str, Any]) -> None:
-        self.conn.execute("INSERT OR REPLACE INTO judge_cache(key, data) VALUES (?, ?)",
-                          (key, _dump(data)))
+        self.conn.execute(
+            "INSERT OR REPLACE INTO judge_cache(key, data) VALUES (?, ?)", (key, _dump(data))
+        )
 
 
 def _dump(data: dict[str, Any]) -> str:

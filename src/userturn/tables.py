@@ -36,8 +36,10 @@ class Table:
 
     def to_markdown(self) -> str:
         head = [f"**{self.title}**", ""] if self.title else []
-        lines = ["| " + " | ".join(_md(c) for c in self.columns) + " |",
-                 "|" + "|".join("---" for _ in self.columns) + "|"]
+        lines = [
+            "| " + " | ".join(_md(c) for c in self.columns) + " |",
+            "|" + "|".join("---" for _ in self.columns) + "|",
+        ]
         lines += ["| " + " | ".join(_md(v) for v in row) + " |" for row in self.shown]
         tail = ["", self.note] if self.note else []
         return "\n".join(head + lines + tail) + "\n"
@@ -51,9 +53,15 @@ class Table:
 
     def to_latex(self) -> str:
         spec = "l" * len(self.columns)
-        out = [r"\begin{table}[t]", r"\centering", rf"\caption{{{latex_escape(self.title)}}}",
-               rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
-               " & ".join(latex_escape(c) for c in self.columns) + r" \\", r"\midrule"]
+        out = [
+            r"\begin{table}[t]",
+            r"\centering",
+            rf"\caption{{{latex_escape(self.title)}}}",
+            rf"\begin{{tabular}}{{{spec}}}",
+            r"\toprule",
+            " & ".join(latex_escape(c) for c in self.columns) + r" \\",
+            r"\midrule",
+        ]
         out += [" & ".join(latex_escape(v) for v in row) + r" \\" for row in self.shown]
         out += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
         return "\n".join(out) + "\n"
@@ -61,17 +69,29 @@ class Table:
     def write(self, folder: Path) -> list[Path]:
         folder.mkdir(parents=True, exist_ok=True)
         paths = []
-        for ext, text in (("md", self.to_markdown()), ("csv", self.to_csv()),
-                          ("tex", self.to_latex())):
+        for ext, text in (
+            ("md", self.to_markdown()),
+            ("csv", self.to_csv()),
+            ("tex", self.to_latex()),
+        ):
             path = folder / f"{self.name}.{ext}"
             path.write_text(text, encoding="utf-8")
             paths.append(path)
         return paths
 
 
-_LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-          "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-          "^": r"\textasciicircum{}"}
+_LATEX = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
 
 
 def latex_escape(text: str) -> str:
@@ -102,12 +122,21 @@ def _for_judge(rows: Iterable[dict[str, Any]], judge: str | None) -> list[dict[s
     return [r for r in rows if r.get("judge") == judge]
 
 
-def _build(name: str, title: str, spec: list[tuple[str, Callable[[dict[str, Any]], Any],
-                                                   Callable[[dict[str, Any]], str]]],
-           rows: list[dict[str, Any]], note: str = "") -> Table:
-    return Table(name=name, title=title, columns=[s[0] for s in spec],
-                 rows=[[raw(r) for _, raw, _ in spec] for r in rows],
-                 shown=[[fmt(r) for _, _, fmt in spec] for r in rows], note=note)
+def _build(
+    name: str,
+    title: str,
+    spec: list[tuple[str, Callable[[dict[str, Any]], Any], Callable[[dict[str, Any]], str]]],
+    rows: list[dict[str, Any]],
+    note: str = "",
+) -> Table:
+    return Table(
+        name=name,
+        title=title,
+        columns=[s[0] for s in spec],
+        rows=[[raw(r) for _, raw, _ in spec] for r in rows],
+        shown=[[fmt(r) for _, _, fmt in spec] for r in rows],
+        note=note,
+    )
 
 
 def _key(k: str) -> Callable[[dict[str, Any]], Any]:
@@ -128,21 +157,36 @@ def accuracy_followup_table(a: Analysis, judge: str | None) -> Table:
         if k not in lowest or (c["temperature"] or 0) < (lowest[k]["temperature"] or 0):
             lowest[k] = c
     rows = [{**c, "acc": acc.get(k, {})} for k, c in lowest.items()]
-    spec = [("model", _key("model"), _str("model")), ("family", _key("family"), _str("family")),
-            ("dataset", _key("dataset"), _str("dataset")),
-            ("accuracy", lambda r: r["acc"].get("accuracy"),
-             lambda r: rate_ci(r["acc"].get("accuracy"), r["acc"].get("ci_low"),
-                               r["acc"].get("ci_high"))),
-            ("answers", lambda r: r["acc"].get("n_answers"),
-             lambda r: str(r["acc"].get("n_answers", "–"))),
-            ("answers truncated", _key("answers_truncated"), _str("answers_truncated")),
-            ("T", _key("temperature"), lambda r: temp(r["temperature"])),
-            ("follow-up", _key("rate"), lambda r: rate_ci(r["rate"], r["ci_low"], r["ci_high"])),
-            ("n", _key("n"), _str("n")), ("unparseable", _unp, lambda r: str(_unp(r)))]
-    return _build("accuracy_followup", f"Accuracy and follow-up rate (judge {judge}, "
-                  "no perturbation, lowest T)", spec, rows,
-                  note="Accuracy: Wilson 95% CI over answers. Follow-up: 95% CI "
-                       "(Wilson, or cluster bootstrap by item when k > 1).")
+    spec = [
+        ("model", _key("model"), _str("model")),
+        ("family", _key("family"), _str("family")),
+        ("dataset", _key("dataset"), _str("dataset")),
+        (
+            "accuracy",
+            lambda r: r["acc"].get("accuracy"),
+            lambda r: rate_ci(
+                r["acc"].get("accuracy"), r["acc"].get("ci_low"), r["acc"].get("ci_high")
+            ),
+        ),
+        (
+            "answers",
+            lambda r: r["acc"].get("n_answers"),
+            lambda r: str(r["acc"].get("n_answers", "–")),
+        ),
+        ("answers truncated", _key("answers_truncated"), _str("answers_truncated")),
+        ("T", _key("temperature"), lambda r: temp(r["temperature"])),
+        ("follow-up", _key("rate"), lambda r: rate_ci(r["rate"], r["ci_low"], r["ci_high"])),
+        ("n", _key("n"), _str("n")),
+        ("unparseable", _unp, lambda r: str(_unp(r))),
+    ]
+    return _build(
+        "accuracy_followup",
+        f"Accuracy and follow-up rate (judge {judge}, no perturbation, lowest T)",
+        spec,
+        rows,
+        note="Accuracy: Wilson 95% CI over answers. Follow-up: 95% CI "
+        "(Wilson, or cluster bootstrap by item when k > 1).",
+    )
 
 
 def _unp(r: dict[str, Any]) -> int:
@@ -160,12 +204,16 @@ def temperature_table(a: Analysis, judge: str | None) -> Table:
     rows, shown = [], []
     for (model, dataset), by_t in grid.items():
         unp = sum(_unp(c) for c in by_t.values())
-        rows.append([model, dataset, *[by_t[t]["rate"] if t in by_t else None for t in temps],
-                     unp])
+        rows.append([model, dataset, *[by_t[t]["rate"] if t in by_t else None for t in temps], unp])
         shown.append([model, dataset, *[_cell_text(by_t.get(t)) for t in temps], str(unp)])
-    return Table("temperature_sweep", f"Follow-up rate vs temperature (judge {judge}, no "
-                 "perturbation)", columns, rows, shown,
-                 note="Each entry: rate [95% CI] (n ok judgments)." + _few_items(base))
+    return Table(
+        "temperature_sweep",
+        f"Follow-up rate vs temperature (judge {judge}, no perturbation)",
+        columns,
+        rows,
+        shown,
+        note="Each entry: rate [95% CI] (n ok judgments)." + _few_items(base),
+    )
 
 
 FEW_ITEMS = 10
@@ -173,12 +221,17 @@ FEW_ITEMS = 10
 
 def _few_items(cells: list[dict[str, Any]]) -> str:
     """A caveat when a cluster bootstrap rests on too few items to be trusted."""
-    few = [c for c in cells if c.get("ci_method") == "cluster-bootstrap"
-           and 0 < int(c.get("n_items") or 0) < FEW_ITEMS]
+    few = [
+        c
+        for c in cells
+        if c.get("ci_method") == "cluster-bootstrap" and 0 < int(c.get("n_items") or 0) < FEW_ITEMS
+    ]
     if not few:
         return ""
-    return (f" Caution: {len(few)} bootstrap interval(s) rest on fewer than {FEW_ITEMS} "
-            "items and understate the uncertainty (they can even have zero width).")
+    return (
+        f" Caution: {len(few)} bootstrap interval(s) rest on fewer than {FEW_ITEMS} "
+        "items and understate the uncertainty (they can even have zero width)."
+    )
 
 
 def _cell_text(c: dict[str, Any] | None) -> str:
@@ -190,22 +243,34 @@ def _cell_text(c: dict[str, Any] | None) -> str:
 def perturbation_table(a: Analysis, judge: str | None) -> Table:
     """The positive controls: rate with each perturbation, its baseline, and the delta."""
     rows = _for_judge(a.deltas, judge)
-    spec = [("model", _key("model"), _str("model")), ("dataset", _key("dataset"),
-                                                       _str("dataset")),
-            ("T", _key("temperature"), lambda r: temp(r["temperature"])),
-            ("perturbation", _key("perturbation"), _str("perturbation")),
-            ("rate (none)", _key("rate_base"), lambda r: pct(r["rate_base"])),
-            ("rate (perturbed)", _key("rate"), lambda r: pct(r["rate"])),
-            ("delta", _key("delta"), lambda r: _signed(r["delta"], r["ci_low"], r["ci_high"])),
-            ("items", _key("n_items"), _str("n_items")),
-            ("unparseable", lambda r: r["unparseable"] + r["unparseable_base"],
-             lambda r: str(r["unparseable"] + r["unparseable_base"]))]
-    return _build("perturbations", f"Perturbation deltas (judge {judge})", spec, rows,
-                  note="delta = rate(perturbed) - rate(none) on the items present in both, "
-                       "with a paired cluster-bootstrap 95% CI over items (in points)."
-                       + (f" Caution: with fewer than {FEW_ITEMS} items the interval "
-                          "understates the uncertainty."
-                          if any(0 < r["n_items"] < FEW_ITEMS for r in rows) else ""))
+    spec = [
+        ("model", _key("model"), _str("model")),
+        ("dataset", _key("dataset"), _str("dataset")),
+        ("T", _key("temperature"), lambda r: temp(r["temperature"])),
+        ("perturbation", _key("perturbation"), _str("perturbation")),
+        ("rate (none)", _key("rate_base"), lambda r: pct(r["rate_base"])),
+        ("rate (perturbed)", _key("rate"), lambda r: pct(r["rate"])),
+        ("delta", _key("delta"), lambda r: _signed(r["delta"], r["ci_low"], r["ci_high"])),
+        ("items", _key("n_items"), _str("n_items")),
+        (
+            "unparseable",
+            lambda r: r["unparseable"] + r["unparseable_base"],
+            lambda r: str(r["unparseable"] + r["unparseable_base"]),
+        ),
+    ]
+    return _build(
+        "perturbations",
+        f"Perturbation deltas (judge {judge})",
+        spec,
+        rows,
+        note="delta = rate(perturbed) - rate(none) on the items present in both, "
+        "with a paired cluster-bootstrap 95% CI over items (in points)."
+        + (
+            f" Caution: with fewer than {FEW_ITEMS} items the interval understates the uncertainty."
+            if any(0 < r["n_items"] < FEW_ITEMS for r in rows)
+            else ""
+        ),
+    )
 
 
 def _signed(d: float | None, lo: float | None, hi: float | None) -> str:
@@ -227,26 +292,36 @@ def failure_table(a: Analysis, judge: str | None, by: str = "family") -> Table:
         unp = r["unparseable"] + r["errors"]
         raw.append([r[by], *[s or 0.0 for s in shares], r["n"], unp])
         shown.append([str(r[by]), *[pct(s or 0.0) for s in shares], str(r["n"]), str(unp)])
-    return Table(f"failure_modes_{by}", f"Label shares per {by} (judge {judge}, all cells)",
-                 columns, raw, shown,
-                 note="Shares of judgments with status ok; unparseable ones are counted "
-                      "apart, not as a label.")
+    return Table(
+        f"failure_modes_{by}",
+        f"Label shares per {by} (judge {judge}, all cells)",
+        columns,
+        raw,
+        shown,
+        note="Shares of judgments with status ok; unparseable ones are counted "
+        "apart, not as a label.",
+    )
 
 
 def correlation_table(a: Analysis, judge: str | None) -> Table:
     rows = _for_judge(a.correlations, judge)
-    spec = [("T", _key("temperature"), lambda r: temp(r["temperature"])),
-            ("scope", _key("scope"), _str("scope")), ("points", _key("n_points"),
-                                                     _str("n_points")),
-            ("Pearson r", _key("pearson_r"), lambda r: _f(r["pearson_r"], r["pearson_p"])),
-            ("Spearman rho", _key("spearman_rho"),
-             lambda r: _f(r["spearman_rho"], r["spearman_p"])),
-            ("note", _key("note"), _str("note"))]
-    return _build("correlation", f"Accuracy vs follow-up across models (judge {judge})",
-                  spec, rows,
-                  note="Points are (model, dataset) pairs; scope 'items': (model, item) "
-                       "pairs, item correct (0/1) vs its follow-up rate. p-values in "
-                       "parentheses.")
+    spec = [
+        ("T", _key("temperature"), lambda r: temp(r["temperature"])),
+        ("scope", _key("scope"), _str("scope")),
+        ("points", _key("n_points"), _str("n_points")),
+        ("Pearson r", _key("pearson_r"), lambda r: _f(r["pearson_r"], r["pearson_p"])),
+        ("Spearman rho", _key("spearman_rho"), lambda r: _f(r["spearman_rho"], r["spearman_p"])),
+        ("note", _key("note"), _str("note")),
+    ]
+    return _build(
+        "correlation",
+        f"Accuracy vs follow-up across models (judge {judge})",
+        spec,
+        rows,
+        note="Points are (model, dataset) pairs; scope 'items': (model, item) "
+        "pairs, item correct (0/1) vs its follow-up rate. p-values in "
+        "parentheses.",
+    )
 
 
 def _f(x: float | None, p: float | None) -> str:
@@ -254,6 +329,11 @@ def _f(x: float | None, p: float | None) -> str:
 
 
 def all_tables(a: Analysis, judge: str | None) -> list[Table]:
-    return [accuracy_followup_table(a, judge), temperature_table(a, judge),
-            perturbation_table(a, judge), failure_table(a, judge, "family"),
-            failure_table(a, judge, "model"), correlation_table(a, judge)]
+    return [
+        accuracy_followup_table(a, judge),
+        temperature_table(a, judge),
+        perturbation_table(a, judge),
+        failure_table(a, judge, "family"),
+        failure_table(a, judge, "model"),
+        correlation_table(a, judge),
+    ]

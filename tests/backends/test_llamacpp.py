@@ -19,8 +19,11 @@ from userturn.spec import Spec
 from userturn.types import GenRequest, SamplingParams
 
 DATE = TemplateOptions(date=dt.date(2026, 11, 29))
-CTX = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2+2?"},
-       {"role": "assistant", "content": "4."}]
+CTX = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "What is 2+2?"},
+    {"role": "assistant", "content": "4."},
+]
 
 
 def vocab_backend(shared: Path, vocab: str) -> LlamaCppBackend:
@@ -30,21 +33,28 @@ def vocab_backend(shared: Path, vocab: str) -> LlamaCppBackend:
 def test_llama3_single_bos_at_token_level(shared_dir: Path) -> None:
     be = vocab_backend(shared_dir, "ggml-vocab-llama-bpe.gguf")
     assert be.runtime_adds_bos  # llama.cpp prepends BOS for the Llama-3 vocab
-    tpl = be.template(TemplateOptions(date=DATE.date, path=str(
-        shared_dir / "chat_templates" / "meta-llama-Llama-3.1-8B-Instruct.jinja")))
+    tpl = be.template(
+        TemplateOptions(
+            date=DATE.date,
+            path=str(shared_dir / "chat_templates" / "meta-llama-Llama-3.1-8B-Instruct.jinja"),
+        )
+    )
     up = user_turn_prompt(tpl, CTX)
     ids = be.tokenize(up.prompt)
     bos = be._vocab.token_bos()
     assert ids[0] == bos and ids.count(bos) == 1
     header = be.tokenize(derive_markers(tpl).user_header)[1:]  # drop runtime BOS
-    assert ids[-len(header):] == header
+    assert ids[-len(header) :] == header
 
 
 def test_qwen35_no_bos_and_special_tokens_are_single_ids(shared_dir: Path) -> None:
     be = vocab_backend(shared_dir, "ggml-vocab-qwen35.gguf")
     assert not be.runtime_adds_bos
-    tpl = be.template(TemplateOptions(date=DATE.date, path=str(
-        shared_dir / "chat_templates" / "Qwen3.5-4B.jinja")))
+    tpl = be.template(
+        TemplateOptions(
+            date=DATE.date, path=str(shared_dir / "chat_templates" / "Qwen3.5-4B.jinja")
+        )
+    )
     ids = be.tokenize(user_turn_prompt(tpl, CTX).prompt)
     im_start = be.tokenize("<|im_start|>")
     assert len(im_start) == 1 and ids[0] == im_start[0]
@@ -55,8 +65,9 @@ def test_qwen35_no_bos_and_special_tokens_are_single_ids(shared_dir: Path) -> No
 def test_tokenizer_matches_reference_vectors(shared_dir: Path) -> None:
     be = vocab_backend(shared_dir, "ggml-vocab-qwen35.gguf")
     base = shared_dir / "vocab" / "ggml-vocab-qwen35.gguf"
-    texts = base.with_suffix(".gguf.inp").read_text(encoding="utf-8").split(
-        "\n__ggml_vocab_test__\n")
+    texts = (
+        base.with_suffix(".gguf.inp").read_text(encoding="utf-8").split("\n__ggml_vocab_test__\n")
+    )
     outs = base.with_suffix(".gguf.out").read_text(encoding="utf-8").splitlines()
     for text, out in list(zip(texts, outs, strict=False))[:20]:
         assert be.tokenize(text) == [int(x) for x in out.split()], repr(text)
@@ -78,12 +89,17 @@ def test_smollm2_template_keeps_its_first_header(smol: LlamaCppBackend) -> None:
     assert derive_markers(tpl).preamble.startswith("<|im_start|>system\nYou are a helpful")
 
 
-def _req(smol: LlamaCppBackend, temp: float, seeds: tuple[int, ...], max_tokens: int = 24
-         ) -> GenRequest:
+def _req(
+    smol: LlamaCppBackend, temp: float, seeds: tuple[int, ...], max_tokens: int = 24
+) -> GenRequest:
     tpl = smol.template(DATE)
     up = user_turn_prompt(tpl, CTX[1:])
-    return GenRequest(prompt=up.prompt, role="user", seeds=seeds, params=SamplingParams(
-        temperature=temp, max_tokens=max_tokens, stop=up.stop))
+    return GenRequest(
+        prompt=up.prompt,
+        role="user",
+        seeds=seeds,
+        params=SamplingParams(temperature=temp, max_tokens=max_tokens, stop=up.stop),
+    )
 
 
 def test_seeds_and_greedy_are_reproducible(smol: LlamaCppBackend) -> None:

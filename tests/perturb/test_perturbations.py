@@ -17,12 +17,16 @@ def test_none_is_identity_and_named_none() -> None:
     assert p.apply("  keep\nme exactly  ") == "  keep\nme exactly  "
 
 
-@pytest.mark.parametrize(("spec", "canonical"), [
-    ("truncate", "truncate:0.5"), ("truncate:0.50", "truncate:0.5"),
-    ("truncate:.25", "truncate:0.25"), ("append-question",
-                                        "append-question:Does that make sense?"),
-    ("append-question:Any questions?", "append-question:Any questions?"),
-])
+@pytest.mark.parametrize(
+    ("spec", "canonical"),
+    [
+        ("truncate", "truncate:0.5"),
+        ("truncate:0.50", "truncate:0.5"),
+        ("truncate:.25", "truncate:0.25"),
+        ("append-question", "append-question:Does that make sense?"),
+        ("append-question:Any questions?", "append-question:Any questions?"),
+    ],
+)
 def test_canonical_names_round_trip(spec: str, canonical: str) -> None:
     p = load_perturbation(spec)
     assert p.id == canonical
@@ -49,8 +53,9 @@ def test_truncate_always_keeps_at_least_one_word() -> None:
     assert load_perturbation("truncate:0.5").apply("  42  ") == "  42  "
 
 
-@pytest.mark.parametrize("bad", ["truncate:0", "truncate:1", "truncate:1.5", "truncate:x",
-                                 "truncate:-0.2"])
+@pytest.mark.parametrize(
+    "bad", ["truncate:0", "truncate:1", "truncate:1.5", "truncate:x", "truncate:-0.2"]
+)
 def test_truncate_rejects_bad_fractions(bad: str) -> None:
     with pytest.raises(UserError, match="perturb"):
         load_perturbation(bad)

@@ -18,8 +18,10 @@ MODEL_MAPPING: dict[str, tuple[str, str]] = {
     "vllm": ("userturn.backends.vllm:VLLMBackend", "vllm"),
     "openai": ("userturn.backends.openai:OpenAIBackend", "openai"),
 }
-ALIASES: dict[str, str] = {"smollm2-135m": "llamacpp:smollm2-135m",
-                           "qwen2.5-coder-0.5b": "llamacpp:qwen2.5-coder-0.5b"}  # opt-in
+ALIASES: dict[str, str] = {
+    "smollm2-135m": "llamacpp:smollm2-135m",
+    "qwen2.5-coder-0.5b": "llamacpp:qwen2.5-coder-0.5b",
+}  # opt-in
 """Named models. The embedded default is SmolLM2-135M-Instruct via llama.cpp."""
 
 
@@ -31,8 +33,9 @@ def parse_model_spec(raw: str) -> Spec:
             known = ", ".join([*ALIASES, *(f"{k}:..." for k in MODEL_MAPPING)])
             raise UserError(f"unknown model {raw!r} (known: {known})", field="model")
         query = raw.partition("?")[2]
-        spec = parse_spec(alias + (f"?{query}" if query else ""), what="model",
-                          kinds=set(MODEL_MAPPING))
+        spec = parse_spec(
+            alias + (f"?{query}" if query else ""), what="model", kinds=set(MODEL_MAPPING)
+        )
     return spec
 
 
@@ -53,8 +56,9 @@ def load_backend(raw: str, defaults: dict[str, str | None] | None = None) -> Bac
         module = importlib.import_module(mod_name)
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.startswith("userturn"):
-            raise UserError(f"backend {spec.kind!r} is not available in this build",
-                            field="model") from exc
+            raise UserError(
+                f"backend {spec.kind!r} is not available in this build", field="model"
+            ) from exc
         raise missing_extra(extra, exc.name or extra) from exc
     cls = getattr(module, cls_name)
     backend: Backend = cls(spec)

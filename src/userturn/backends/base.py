@@ -37,8 +37,18 @@ class TemplateOptions:
     eos_token: str | None = None
 
 
-FAMILIES = ("qwen", "gpt-oss", "glm", "llama", "gemma", "smollm", "mistral", "deepseek",
-            "phi", "olmo")
+FAMILIES = (
+    "qwen",
+    "gpt-oss",
+    "glm",
+    "llama",
+    "gemma",
+    "smollm",
+    "mistral",
+    "deepseek",
+    "phi",
+    "olmo",
+)
 
 
 def family_of(model_id: str) -> str:
@@ -93,13 +103,18 @@ class Backend(ABC):
                 raise UserError("chat template file not found", file=opts.path)
             source, name = path.read_text(encoding="utf-8"), str(path)
         if not source:
-            raise UserError("the model has no chat template; pass --chat-template FILE "
-                            "(runtimes silently fall back to a generic format)", file=name)
+            raise UserError(
+                "the model has no chat template; pass --chat-template FILE "
+                "(runtimes silently fall back to a generic format)",
+                file=name,
+            )
         return ChatTemplate(
-            source=source, name=name,
+            source=source,
+            name=name,
             bos_token=bos if opts.bos_token is None else opts.bos_token,
             eos_token=eos if opts.eos_token is None else opts.eos_token,
-            date=opts.date, runtime_adds_bos=self.runtime_adds_bos,
+            date=opts.date,
+            runtime_adds_bos=self.runtime_adds_bos,
         )
 
     def tokenize(self, text: str) -> list[int] | None:
@@ -113,8 +128,13 @@ class Backend(ABC):
     def describe(self) -> dict[str, object]:
         """For the manifest: what this backend is and what it honours."""
         caps = self.capabilities
-        return {"spec": self.spec.raw, "model_id": self.model_id, "revision": self.revision,
-                "family": self.family, "capabilities": caps.__dict__}
+        return {
+            "spec": self.spec.raw,
+            "model_id": self.model_id,
+            "revision": self.revision,
+            "family": self.family,
+            "capabilities": caps.__dict__,
+        }
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release engines, clients and threads."""

@@ -36,8 +36,7 @@ def _import_llama() -> Any:
 
 
 class LlamaCppBackend(Backend):
-    capabilities = Capabilities(raw_completion=True, n_samples=True, seeds=True,
-                                prefix_cache=True)
+    capabilities = Capabilities(raw_completion=True, n_samples=True, seeds=True, prefix_cache=True)
     batch_items = 1
 
     def __init__(self, spec: Spec) -> None:
@@ -84,8 +83,13 @@ class LlamaCppBackend(Backend):
     def llm(self) -> Any:
         llama_cpp = _import_llama()
         log.info("loading %s (n_ctx=%d, threads=%d)", self.path, self.n_ctx, self.n_threads)
-        return llama_cpp.Llama(model_path=str(self.path), n_ctx=self.n_ctx,
-                               n_threads=self.n_threads, n_batch=512, verbose=False)
+        return llama_cpp.Llama(
+            model_path=str(self.path),
+            n_ctx=self.n_ctx,
+            n_threads=self.n_threads,
+            n_batch=512,
+            verbose=False,
+        )
 
     @cached_property
     def runtime_adds_bos(self) -> bool:  # type: ignore[override]
@@ -107,13 +111,17 @@ class LlamaCppBackend(Backend):
 
     def builtin_template(self) -> tuple[str, str, str, str]:
         source = str(self._vocab.metadata.get("tokenizer.chat_template") or "")
-        return (source, f"{self.path}#tokenizer.chat_template",
-                self._token_text("tokenizer.ggml.bos_token_id"),
-                self._token_text("tokenizer.ggml.eos_token_id"))
+        return (
+            source,
+            f"{self.path}#tokenizer.chat_template",
+            self._token_text("tokenizer.ggml.bos_token_id"),
+            self._token_text("tokenizer.ggml.eos_token_id"),
+        )
 
     def tokenize(self, text: str) -> list[int]:
-        ids: list[int] = self._vocab.tokenize(text.encode("utf-8"), add_bos=self.runtime_adds_bos,
-                                              special=True)
+        ids: list[int] = self._vocab.tokenize(
+            text.encode("utf-8"), add_bos=self.runtime_adds_bos, special=True
+        )
         return ids
 
     def generate(self, requests: list[GenRequest]) -> list[GenResult]:
@@ -122,29 +130,43 @@ class LlamaCppBackend(Backend):
     def _one(self, req: GenRequest) -> GenResult:
         tokens = list(req.prompt_token_ids or self.tokenize(req.prompt))
         if len(tokens) + req.params.max_tokens > self.n_ctx:
-            raise UserError(f"prompt of {len(tokens)} tokens + max_tokens "
-                            f"{req.params.max_tokens} exceeds n_ctx {self.n_ctx}; "
-                            "raise ?n_ctx= or lower the token budget", field="max_tokens")
+            raise UserError(
+                f"prompt of {len(tokens)} tokens + max_tokens "
+                f"{req.params.max_tokens} exceeds n_ctx {self.n_ctx}; "
+                "raise ?n_ctx= or lower the token budget",
+                field="max_tokens",
+            )
         completions = []
         reused_total = 0
         for seed in req.seeds:
             reused_total += self._reusable(tokens)
             out = self.llm.create_completion(
-                prompt=tokens, max_tokens=req.params.max_tokens,
-                temperature=req.params.temperature, top_p=req.params.top_p,
-                top_k=req.params.top_k, stop=list(req.params.stop) or None,
-                seed=seed, repeat_penalty=1.0, min_p=0.0,
+                prompt=tokens,
+                max_tokens=req.params.max_tokens,
+                temperature=req.params.temperature,
+                top_p=req.params.top_p,
+                top_k=req.params.top_k,
+                stop=list(req.params.stop) or None,
+                seed=seed,
+                repeat_penalty=1.0,
+                min_p=0.0,
             )
             choice = out["choices"][0]
             finish: Finish = "length" if choice.get("finish_reason") == "length" else "stop"
-            completions.append(Completion(text=choice["text"], finish=finish,
-                                          completion_tokens=out["usage"]["completion_tokens"]))
+            completions.append(
+                Completion(
+                    text=choice["text"],
+                    finish=finish,
+                    completion_tokens=out["usage"]["completion_tokens"],
+                )
+            )
         n = len(req.seeds)
         self.stats["calls"] += n
         self.stats["prompt_tokens"] += len(tokens) * n
         self.stats["prompt_tokens_reused"] += reused_total
-        return GenResult(tuple(completions), prompt_tokens=len(tokens) * n,
-                         prompt_tokens_reused=reused_total)
+        return GenResult(
+            tuple(completions), prompt_tokens=len(tokens) * n, prompt_tokens_reused=reused_total
+        )
 
     def _reusable(self, tokens: list[int]) -> int:
         """Tokens llama-cpp-python will take from its KV cache for this prompt.

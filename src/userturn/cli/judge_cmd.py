@@ -66,8 +66,10 @@ def _judge_run(run_dir: Path, judge_obj: object) -> int:
         write_outputs(run_dir, store)
     finally:
         store.close()
-    typer.echo(f"judged {written} user turns ({calls} model calls); "
-               f"summary.json and records.jsonl updated in {run_dir}")
+    typer.echo(
+        f"judged {written} user turns ({calls} model calls); "
+        f"summary.json and records.jsonl updated in {run_dir}"
+    )
     return 0
 
 

@@ -29,8 +29,11 @@ def _read_messages(path: Path) -> list[dict[str, Any]]:
 
 
 def render(
-    messages: Path = typer.Option(..., "--messages", help="JSON: a message list ending "
-                                  "with the assistant turn (or {\"messages\": [...]})."),
+    messages: Path = typer.Option(
+        ...,
+        "--messages",
+        help='JSON: a message list ending with the assistant turn (or {"messages": [...]}).',
+    ),
     model: str = typer.Option(None, "--model", help="Model spec (its own template)."),
     template: Path = typer.Option(None, "--template", help="A bare template file."),
     bos_token: str = typer.Option(None, "--bos-token"),
@@ -48,21 +51,29 @@ def render(
     backend = None
     if model is not None:
         backend = load_backend(model)
-        tpl = backend.template(TemplateOptions(date=day, bos_token=bos_token,
-                                               eos_token=eos_token))
+        tpl = backend.template(TemplateOptions(date=day, bos_token=bos_token, eos_token=eos_token))
     else:
         if not template.is_file():
             raise UserError("template file not found", file=str(template))
-        tpl = ChatTemplate(template.read_text(encoding="utf-8"), str(template),
-                           bos_token or "", eos_token or "", date=day)
+        tpl = ChatTemplate(
+            template.read_text(encoding="utf-8"),
+            str(template),
+            bos_token or "",
+            eos_token or "",
+            date=day,
+        )
     up = user_turn_prompt(tpl, msgs, derive_markers(tpl, **kwargs), **kwargs)
     if not as_json:
         typer.echo(up.prompt, nl=False)
         return 0
     out: dict[str, Any] = {
-        "prompt": up.prompt, "user_header": up.user_header, "stop": list(up.stop),
-        "prompt_sha": up.prompt_sha, "template_sha": up.template_sha,
-        "content_survived": up.content_survived, "removed": up.removed,
+        "prompt": up.prompt,
+        "user_header": up.user_header,
+        "stop": list(up.stop),
+        "prompt_sha": up.prompt_sha,
+        "template_sha": up.template_sha,
+        "content_survived": up.content_survived,
+        "removed": up.removed,
         "token_ids": backend.tokenize(up.prompt) if backend is not None else None,
     }
     typer.echo(json.dumps(out, ensure_ascii=False, indent=2))

@@ -15,22 +15,28 @@ console = Console(highlight=False)
 
 def report(
     run: Path = typer.Option(..., "--run", help="Run directory (the --out of `run`)."),
-    judge: str = typer.Option(None, "--judge", help="Judge the tables and plots use "
-                                                    "(default: the first configured)."),
-    max_transcripts: int = typer.Option(None, "--max-transcripts",
-                                        help="User turns embedded in report.html "
-                                             "(default 5000)."),
+    judge: str = typer.Option(
+        None, "--judge", help="Judge the tables and plots use (default: the first configured)."
+    ),
+    max_transcripts: int = typer.Option(
+        None, "--max-transcripts", help="User turns embedded in report.html (default 5000)."
+    ),
 ) -> int:
     """Write DIR/report/: tables (md, csv, tex), plots (png, svg) and report.html."""
     from userturn.report import DEFAULT_MAX_TRANSCRIPTS, build_report
 
     if max_transcripts is not None and max_transcripts < 0:
         raise UserError("must be >= 0", field="max-transcripts")
-    rep = build_report(run, judge=judge, max_transcripts=(
-        DEFAULT_MAX_TRANSCRIPTS if max_transcripts is None else max_transcripts))
-    console.print(f"judge: {rep.judge}; {len(rep.tables) // 3} tables, "
-                  f"{len(rep.plots) // 2} plots, {rep.transcripts} of {rep.records} "
-                  "transcripts embedded")
+    rep = build_report(
+        run,
+        judge=judge,
+        max_transcripts=(DEFAULT_MAX_TRANSCRIPTS if max_transcripts is None else max_transcripts),
+    )
+    console.print(
+        f"judge: {rep.judge}; {len(rep.tables) // 3} tables, "
+        f"{len(rep.plots) // 2} plots, {rep.transcripts} of {rep.records} "
+        "transcripts embedded"
+    )
     console.print(f"tables: {rep.folder / 'tables'}")
     console.print(f"plots:  {rep.folder / 'plots'}")
     console.print(f"report: {rep.html}")
@@ -49,16 +55,24 @@ def compare(
 
     result = compare_detail(run_a, run_b, model_a, model_b)
     if as_json:
-        print(json.dumps({"rows": result.rows, "only_a": result.only_a,
-                          "only_b": result.only_b}, indent=2, ensure_ascii=False))
+        print(
+            json.dumps(
+                {"rows": result.rows, "only_a": result.only_a, "only_b": result.only_b},
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
         return 0
     if not result.rows:
-        raise UserError("no matching cells (dataset, temperature, perturbation, judge) "
-                        "between the two runs", file=str(run_b))
+        raise UserError(
+            "no matching cells (dataset, temperature, perturbation, judge) between the two runs",
+            file=str(run_b),
+        )
     print(compare_table(result.rows).to_markdown(), end="")
     if result.only_a or result.only_b:
-        console.print(f"unmatched cells: {len(result.only_a)} only in A, "
-                      f"{len(result.only_b)} only in B")
+        console.print(
+            f"unmatched cells: {len(result.only_a)} only in A, {len(result.only_b)} only in B"
+        )
     return 0
 
 

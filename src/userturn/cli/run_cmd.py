@@ -30,8 +30,7 @@ def _floats(text: str, flag: str) -> list[float]:
     try:
         return [float(x) for x in text.split(",") if x.strip()]
     except ValueError as exc:
-        raise UserError(f"expected comma-separated numbers, got {text!r}",
-                        field=flag) from exc
+        raise UserError(f"expected comma-separated numbers, got {text!r}", field=flag) from exc
 
 
 def _json_obj(text: str, flag: str) -> dict[str, Any]:
@@ -91,33 +90,59 @@ def run(
     top_k: int = typer.Option(None, "--top-k"),
     system_prompt: str = typer.Option(None, "--system-prompt"),
     chat_template_kwargs: str = typer.Option(None, "--chat-template-kwargs", help="JSON."),
-    history_reasoning: str = typer.Option(None, "--history-reasoning",
-                                          help="template | strip | keep"),
+    history_reasoning: str = typer.Option(
+        None, "--history-reasoning", help="template | strip | keep"
+    ),
     judge_reference: bool = typer.Option(None, "--judge-reference/--no-judge-reference"),
     skip_bad_rows: bool = typer.Option(None, "--skip-bad-rows/--no-skip-bad-rows"),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the grid and costs only."),
 ) -> int:
     """Generate answers and user turns, judge them, and print the results table."""
     flags: dict[str, Any] = {
-        "models": model, "datasets": dataset, "limit": limit,
+        "models": model,
+        "datasets": dataset,
+        "limit": limit,
         "temperatures": _floats(temperatures, "temperatures") if temperatures else None,
-        "samples": samples, "perturbations": perturb, "judges": judge, "seed": seed,
-        "executor": executor, "address": address, "workers": workers,
-        "chat_template": chat_template, "bos_token": bos_token, "eos_token": eos_token,
-        "base_url": base_url, "judge_base_url": judge_base_url,
-        "max_answer_tokens": max_answer_tokens, "max_user_tokens": max_user_tokens,
-        "answer_temperature": answer_temperature, "top_p": top_p, "top_k": top_k,
-        "system_prompt": system_prompt, "history_reasoning": history_reasoning,
-        "chat_template_kwargs": (_json_obj(chat_template_kwargs, "chat-template-kwargs")
-                                 if chat_template_kwargs else None),
-        "judge_reference": judge_reference, "skip_bad_rows": skip_bad_rows,
+        "samples": samples,
+        "perturbations": perturb,
+        "judges": judge,
+        "seed": seed,
+        "executor": executor,
+        "address": address,
+        "workers": workers,
+        "chat_template": chat_template,
+        "bos_token": bos_token,
+        "eos_token": eos_token,
+        "base_url": base_url,
+        "judge_base_url": judge_base_url,
+        "max_answer_tokens": max_answer_tokens,
+        "max_user_tokens": max_user_tokens,
+        "answer_temperature": answer_temperature,
+        "top_p": top_p,
+        "top_k": top_k,
+        "system_prompt": system_prompt,
+        "history_reasoning": history_reasoning,
+        "chat_template_kwargs": (
+            _json_obj(chat_template_kwargs, "chat-template-kwargs")
+            if chat_template_kwargs
+            else None
+        ),
+        "judge_reference": judge_reference,
+        "skip_bad_rows": skip_bad_rows,
     }
     cfg = build_run_config(config, flags)
     if dry_run:
         return _dry_run(cfg, out)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-                  console=console, disable=not console.is_terminal) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not console.is_terminal,
+    ) as bar:
         result = runner.run(cfg, out, RichProgress(bar))
     print_results(result)
     return 0
@@ -130,16 +155,21 @@ def _dry_run(cfg: RunConfig, out: Path | None) -> int:
     turns = runner.planned_user_turns(cfg, jobs) * len(cfg.models)
     answers = sum(len(j.items) for j in jobs if j.items and not j.items[0].held_out)
     console.print(f"run directory: {out or runner.default_out(cfg)}")
-    console.print(f"grid: {len(cfg.models)} model(s) x {len(jobs)} dataset(s) "
-                  f"({n_items} items) x T={cfg.temperatures} x k={cfg.samples} "
-                  f"x perturbations={cfg.perturbations} x judges={cfg.judges}")
-    console.print(f"model calls: {answers * len(cfg.models)} answers + {turns} user turns "
-                  "(before resume)")
+    console.print(
+        f"grid: {len(cfg.models)} model(s) x {len(jobs)} dataset(s) "
+        f"({n_items} items) x T={cfg.temperatures} x k={cfg.samples} "
+        f"x perturbations={cfg.perturbations} x judges={cfg.judges}"
+    )
+    console.print(
+        f"model calls: {answers * len(cfg.models)} answers + {turns} user turns (before resume)"
+    )
     for judge in judges:
         est = judge.estimate(turns)
         cost = est.get("cost_usd")
-        console.print(f"judge {judge.id}: {est.get('calls', 0)} calls, estimated cost "
-                      + ("unknown (set a price table)" if cost is None else f"${cost:.4f}"))
+        console.print(
+            f"judge {judge.id}: {est.get('calls', 0)} calls, estimated cost "
+            + ("unknown (set a price table)" if cost is None else f"${cost:.4f}")
+        )
     return 0
 
 
@@ -154,30 +184,43 @@ def print_results(result: runner.RunResult) -> None:
     show_pert = any(c["perturbation"] != "none" for c in cells)
     show_judge = len({c["judge"] for c in cells}) > 1
     table = Table(title="genuine follow-up rate (user turns judged genuine)")
-    cols = ["model", "dataset", "T"] + (["perturbation"] if show_pert else []) + \
-        (["judge"] if show_judge else []) + ["n", "accuracy", "genuine rate [95% CI]",
-                                            "unparseable", "top failure labels"]
+    cols = (
+        ["model", "dataset", "T"]
+        + (["perturbation"] if show_pert else [])
+        + (["judge"] if show_judge else [])
+        + ["n", "accuracy", "genuine rate [95% CI]", "unparseable", "top failure labels"]
+    )
     for col in cols:
         table.add_column(col, overflow="fold")
     for c in cells:
         acc = "-" if c["accuracy"] is None else f"{c['accuracy']:.1%} ({c['n_answers']})"
-        row = [c["model"], c["dataset"], f"{c['temperature']:g}"]
+        temp = "-" if c["temperature"] is None else f"{c['temperature']:g}"
+        row = [c["model"], c["dataset"], temp]
         row += [c["perturbation"]] if show_pert else []
         row += [str(c["judge"])] if show_judge else []
-        row += [str(c["n"]), acc, _ci(c), str(c["unparseable"] + c["errors"]),
-                top_labels(c["labels"], exclude=("plausible_followup",))]
+        row += [
+            str(c["n"]),
+            acc,
+            _ci(c),
+            str(c["unparseable"] + c["errors"]),
+            top_labels(c["labels"], exclude=("plausible_followup",)),
+        ]
         table.add_row(*row)
     console.print(table)
     for job in result.jobs:
         desc = job.dataset.describe()
         avail = desc.get("available")
-        console.print(f"{job.dataset.id}: {len(job.items)} items used"
-                      + (f" of {avail} available" if avail else "")
-                      + f"; source: {desc.get('source')}")
+        console.print(
+            f"{job.dataset.id}: {len(job.items)} items used"
+            + (f" of {avail} available" if avail else "")
+            + f"; source: {desc.get('source')}"
+        )
     s = result.stats
-    console.print(f"this invocation: {s.generated} user turns generated, {s.reused} reused, "
-                  f"{s.model_calls} model calls, {s.judged} judgments; "
-                  f"run directory {result.out}")
+    console.print(
+        f"this invocation: {s.generated} user turns generated, {s.reused} reused, "
+        f"{s.model_calls} model calls, {s.judged} judgments; "
+        f"run directory {result.out}"
+    )
 
 
 def list_cmd() -> int:
@@ -189,8 +232,11 @@ def list_cmd() -> int:
 
     console.print("models:      " + ", ".join([*ALIASES, *(f"{k}:..." for k in MODEL_MAPPING)]))
     console.print("datasets:    " + ", ".join(available()))
-    console.print("judges:      " + ", ".join(f"{k}" + ("" if k == "rules" else ":...")
-                                              for k in JUDGES) + ", openai:MODEL")
+    console.print(
+        "judges:      "
+        + ", ".join(f"{k}" + ("" if k == "rules" else ":...") for k in JUDGES)
+        + ", openai:MODEL"
+    )
     console.print("perturbations: " + ", ".join(PERTURBATIONS))
     return 0
 

@@ -33,18 +33,22 @@ def available() -> list[str]:
     return out
 
 
-def load_dataset(raw: str) -> Dataset:
+def load_dataset(raw: str, *, skip_bad_rows: bool = False) -> Dataset:
     spec = parse_spec(raw, what="dataset", kinds=set(DATASETS))
     name = spec.kind or spec.target
     if not spec.kind:
-        spec = parse_spec(f"{name}:" + (f"?{raw.partition('?')[2]}" if "?" in raw else ""),
-                          what="dataset", kinds=set(DATASETS))
+        spec = parse_spec(
+            f"{name}:" + (f"?{raw.partition('?')[2]}" if "?" in raw else ""),
+            what="dataset",
+            kinds=set(DATASETS),
+        )
     if name not in DATASETS or name not in available():
-        raise UserError(f"unknown dataset {raw!r} (known: {', '.join(available())})",
-                        field="dataset")
+        raise UserError(
+            f"unknown dataset {raw!r} (known: {', '.join(available())})", field="dataset"
+        )
     mod_name, _, cls_name = DATASETS[name].partition(":")
     cls = getattr(importlib.import_module(mod_name), cls_name)
-    dataset: Dataset = cls(spec)
+    dataset: Dataset = cls(spec, skip_bad_rows=skip_bad_rows)
     return dataset
 
 

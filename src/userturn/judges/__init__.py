@@ -29,8 +29,11 @@ def load_judge(raw: str, **kwargs: object) -> Judge:
     raw = normalize_judge_spec(raw)
     kind = raw.split(":", 1)[0].split("?", 1)[0]
     if kind not in JUDGES or importlib.util.find_spec(JUDGES[kind].partition(":")[0]) is None:
-        known = [k for k, t in JUDGES.items()
-                 if importlib.util.find_spec(t.partition(":")[0]) is not None]
+        known = [
+            k
+            for k, t in JUDGES.items()
+            if importlib.util.find_spec(t.partition(":")[0]) is not None
+        ]
         raise UserError(f"unknown judge {raw!r} (known: {', '.join(known)})", field="judge")
     spec = Spec(kind=kind, target=raw.partition(":")[2], raw=raw)
     if kind == "rules":

@@ -8,9 +8,11 @@ from userturn.perturb.base import Perturbation
 from userturn.perturb.none import NoPerturbation
 from userturn.perturb.truncate import Truncate
 
-PERTURBATIONS = {"none": "the assistant turn as is",
-                 "truncate": "keep the first fraction of words (default 0.5)",
-                 "append-question": "append a generic question (default 'Does that make sense?')"}
+PERTURBATIONS = {
+    "none": "the assistant turn as is",
+    "truncate": "keep the first fraction of words (default 0.5)",
+    "append-question": "append a generic question (default 'Does that make sense?')",
+}
 
 
 def load_perturbation(raw: str) -> Perturbation:
@@ -21,8 +23,9 @@ def load_perturbation(raw: str) -> Perturbation:
         return Truncate(arg)
     if kind == "append-question":
         return AppendQuestion(arg)
-    raise UserError(f"unknown perturbation {raw!r} (known: {', '.join(PERTURBATIONS)})",
-                    field="perturb")
+    raise UserError(
+        f"unknown perturbation {raw!r} (known: {', '.join(PERTURBATIONS)})", field="perturb"
+    )
 
 
 __all__ = ["PERTURBATIONS", "Perturbation", "load_perturbation"]

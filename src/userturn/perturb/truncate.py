@@ -20,8 +20,9 @@ class Truncate(Perturbation):
         try:
             self.fraction = float(arg) if arg else 0.5
         except ValueError as exc:
-            raise UserError(f"truncate fraction must be a number, got {arg!r}",
-                            field="perturb") from exc
+            raise UserError(
+                f"truncate fraction must be a number, got {arg!r}", field="perturb"
+            ) from exc
         if not 0.0 < self.fraction < 1.0:
             raise UserError("truncate fraction must be in (0, 1)", field="perturb")
 

@@ -35,15 +35,28 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_TRANSCRIPTS = 5000
 CAPTIONS = {
     "rate_vs_temperature": "Genuine follow-up rate vs user-turn temperature, per model, "
-                           "with 95% CI bands (no perturbation).",
+    "with 95% CI bands (no perturbation).",
     "accuracy_vs_followup": "Task accuracy vs follow-up rate per (model, dataset), at the "
-                            "lowest and highest temperature.",
+    "lowest and highest temperature.",
     "failure_labels": "Label shares per model over all cells (unparseable in black).",
     "perturbation_deltas": "Rate with a perturbation minus the rate without, with paired "
-                           "cluster-bootstrap 95% CIs.",
+    "cluster-bootstrap 95% CIs.",
 }
-KEEP = ("id", "item_id", "model", "dataset", "temperature", "sample", "perturbation",
-        "messages", "answer", "user_turn", "user_finish", "reference_turn", "judgments")
+KEEP = (
+    "id",
+    "item_id",
+    "model",
+    "dataset",
+    "temperature",
+    "sample",
+    "perturbation",
+    "messages",
+    "answer",
+    "user_turn",
+    "user_finish",
+    "reference_turn",
+    "judgments",
+)
 
 
 @dataclass(frozen=True)
@@ -62,8 +75,11 @@ def pick_judge(a: Analysis, run_dir: Path, judge: str | None) -> str | None:
     present = a.judges
     if judge is not None:
         if judge not in present:
-            raise UserError(f"judge {judge!r} not in this run (have: "
-                            f"{', '.join(str(j) for j in present) or 'none'})", field="judge")
+            raise UserError(
+                f"judge {judge!r} not in this run (have: "
+                f"{', '.join(str(j) for j in present) or 'none'})",
+                field="judge",
+            )
         return judge
     configured = _manifest(run_dir).get("config", {}).get("judges") or []
     for j in configured:
@@ -83,13 +99,26 @@ def _manifest(run_dir: Path) -> dict[str, Any]:
 def _meta(run_dir: Path, a: Analysis, n_records: int) -> list[tuple[str, str]]:
     m = _manifest(run_dir)
     cfg = m.get("config", {})
-    rows = [("models", ", ".join(dict.fromkeys(c["model"] for c in a.cells))),
-            ("datasets", ", ".join(dict.fromkeys(c["dataset"] for c in a.cells))),
-            ("user turns", str(n_records)), ("cells", str(len(a.cells))),
-            ("unparseable + errored judgments",
-             str(sum(c["unparseable"] + c["errors"] for c in a.cells)))]
-    for key in ("temperatures", "samples", "perturbations", "judges", "limit",
-                "max_answer_tokens", "max_user_tokens", "seed"):
+    rows = [
+        ("models", ", ".join(dict.fromkeys(c["model"] for c in a.cells))),
+        ("datasets", ", ".join(dict.fromkeys(c["dataset"] for c in a.cells))),
+        ("user turns", str(n_records)),
+        ("cells", str(len(a.cells))),
+        (
+            "unparseable + errored judgments",
+            str(sum(c["unparseable"] + c["errors"] for c in a.cells)),
+        ),
+    ]
+    for key in (
+        "temperatures",
+        "samples",
+        "perturbations",
+        "judges",
+        "limit",
+        "max_answer_tokens",
+        "max_user_tokens",
+        "seed",
+    ):
         if key in cfg:
             rows.append((key, json.dumps(cfg[key], ensure_ascii=False)))
     if "frozen_date" in m:
@@ -99,8 +128,10 @@ def _meta(run_dir: Path, a: Analysis, n_records: int) -> list[tuple[str, str]]:
 
 def _slim(rec: dict[str, Any]) -> dict[str, Any]:
     out = {k: rec.get(k) for k in KEEP}
-    out["messages"] = [{"role": str(m.get("role")), "content": _text(m.get("content"))}
-                       for m in rec.get("messages") or []]
+    out["messages"] = [
+        {"role": str(m.get("role")), "content": _text(m.get("content"))}
+        for m in rec.get("messages") or []
+    ]
     return out
 
 
@@ -113,8 +144,13 @@ def _text(content: Any) -> str:
 def script_json(data: Any) -> str:
     """JSON safe inside ``<script type="application/json">``: no ``</script>``, no ``<!--``."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
-                    ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+    for ch, esc in (
+        ("<", "\\u003c"),
+        (">", "\\u003e"),
+        ("&", "\\u0026"),
+        ("\u2028", "\\u2028"),
+        ("\u2029", "\\u2029"),
+    ):
         text = text.replace(ch, esc)
     return text
 
@@ -125,8 +161,9 @@ def _render(context: dict[str, Any]) -> str:
     return env.from_string(source).render(**context)
 
 
-def build_report(run_dir: Path, judge: str | None = None,
-                 max_transcripts: int = DEFAULT_MAX_TRANSCRIPTS) -> Report:
+def build_report(
+    run_dir: Path, judge: str | None = None, max_transcripts: int = DEFAULT_MAX_TRANSCRIPTS
+) -> Report:
     """Analyse a run and write ``run_dir/report/`` (tables, plots, report.html)."""
     from userturn import plots as plotting  # matplotlib is heavy; import on use
 
@@ -147,25 +184,52 @@ def build_report(run_dir: Path, judge: str | None = None,
     figs = plotting.write_plots(a, judge, folder / "plots")
     write_json(folder / "analysis.json", {"judge": judge, **a.to_json()})
     html = folder / "report.html"
-    html.write_text(_render(_context(run_dir, a, judge, tables, figs, records, total)),
-                    encoding="utf-8")
+    html.write_text(
+        _render(_context(run_dir, a, judge, tables, figs, records, total)), encoding="utf-8"
+    )
     log.info("wrote %s", html)
-    return Report(folder, html, table_paths, [p for d in figs.values() for p in d.values()],
-                  judge, len(records), total)
+    return Report(
+        folder,
+        html,
+        table_paths,
+        [p for d in figs.values() for p in d.values()],
+        judge,
+        len(records),
+        total,
+    )
 
 
-def _context(run_dir: Path, a: Analysis, judge: str | None, tables: list[Table],
-             figs: dict[str, dict[str, Path]], embedded: list[dict[str, Any]],
-             total: int) -> dict[str, Any]:
-    note = (f"All {total} user turns are embedded." if len(embedded) == total
-            else f"The first {len(embedded)} of {total} user turns (store order) are "
-                 "embedded; all of them are in records.jsonl (raise --max-transcripts).")
-    plots = [{"name": name, "caption": CAPTIONS.get(name, name),
-              "png_b64": base64.b64encode(paths["png"].read_bytes()).decode("ascii")}
-             for name, paths in figs.items()]
-    return {"title": run_dir.resolve().name, "version": userturn.__version__,
-            "run_dir": str(run_dir),
-            "judge": str(judge) if judge else "none (no judgments yet: userturn judge --run)",
-            "meta": _meta(run_dir, a, total),
-            "tables": tables, "plots": plots, "transcript_note": note,
-            "records_json": script_json(embedded)}
+def _context(
+    run_dir: Path,
+    a: Analysis,
+    judge: str | None,
+    tables: list[Table],
+    figs: dict[str, dict[str, Path]],
+    embedded: list[dict[str, Any]],
+    total: int,
+) -> dict[str, Any]:
+    note = (
+        f"All {total} user turns are embedded."
+        if len(embedded) == total
+        else f"The first {len(embedded)} of {total} user turns (store order) are "
+        "embedded; all of them are in records.jsonl (raise --max-transcripts)."
+    )
+    plots = [
+        {
+            "name": name,
+            "caption": CAPTIONS.get(name, name),
+            "png_b64": base64.b64encode(paths["png"].read_bytes()).decode("ascii"),
+        }
+        for name, paths in figs.items()
+    ]
+    return {
+        "title": run_dir.resolve().name,
+        "version": userturn.__version__,
+        "run_dir": str(run_dir),
+        "judge": str(judge) if judge else "none (no judgments yet: userturn judge --run)",
+        "meta": _meta(run_dir, a, total),
+        "tables": tables,
+        "plots": plots,
+        "transcript_note": note,
+        "records_json": script_json(embedded),
+    }
