@@ -213,7 +213,7 @@ def run(cfg: RunConfig, out: Path | None = None, progress: Progress | None = Non
     store = Store(out / STORE_NAME)
     try:
         date = dt.date.fromisoformat(
-            store.set_meta_default("frozen_date", dt.date.today().isoformat())
+            store.set_meta_default("frozen_date", cfg.frozen_date or dt.date.today().isoformat())
         )
         stats = RunStats()
         rows, described = _generate(cfg, jobs, store, date, stats, progress)

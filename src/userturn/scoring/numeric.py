@@ -18,12 +18,16 @@ _NUM_RE = re.compile(r"(?<![\w.])(" + _NUM + r")(?!\d)")
 _HASHES = re.compile(r"####\s*\**\s*(" + _NUM + ")")
 _ANSWER = re.compile(
     r"(?i:\b(?:final answer|answer|result)\b[*\s]*(?:is|was|:|=|would be|will be)"
-    r"(?:\s*(?:approximately|about|exactly|equal to|therefore|then))?)[\s:=*$\\(]*("
-    + _NUM + r")")
+    r"(?:\s*(?:approximately|about|exactly|equal to|therefore|then))?)[\s:=*$\\(]*(" + _NUM + r")"
+)
 _FRAC = re.compile(r"\\[dt]?frac\{\s*(-?\d+)\s*\}\{\s*(\d+)\s*\}")
-_CLEAN = ((re.compile(r"\{,\}"), ","), (re.compile(r"\\[,!;: ]"), ""),
-          (re.compile(r"\\\$"), "$"), (re.compile("[\u2212\u2013]"), "-"),
-          (re.compile(r"(?<=\d)[\u00a0\u202f\u2009](?=\d{3}\b)"), ""))
+_CLEAN = (
+    (re.compile(r"\{,\}"), ","),
+    (re.compile(r"\\[,!;: ]"), ""),
+    (re.compile(r"\\\$"), "$"),
+    (re.compile("[\u2212\u2013]"), "-"),
+    (re.compile(r"(?<=\d)[\u00a0\u202f\u2009](?=\d{3}\b)"), ""),
+)
 
 
 def _clean(text: str) -> str:
@@ -49,7 +53,7 @@ def boxed_contents(text: str) -> list[str]:
             depth += {"{": 1, "}": -1}.get(text[i], 0)
             i += 1
         if depth == 0:
-            out.append(text[m.end():i - 1])
+            out.append(text[m.end() : i - 1])
     return out
 
 
@@ -91,5 +95,8 @@ def gold_number(answer: str) -> Decimal:
 def score_numeric(prediction: str, gold: str) -> dict[str, object]:
     pred = extract_number(prediction)
     target = gold_number(gold)
-    return {"correct": pred is not None and pred == target,
-            "extracted": None if pred is None else str(pred), "gold": str(target)}
+    return {
+        "correct": pred is not None and pred == target,
+        "extracted": None if pred is None else str(pred),
+        "gold": str(target),
+    }
