@@ -25,6 +25,7 @@ $(VENV)/.stamp-run: pyproject.toml | $(VENV)/bin/python
 $(VENV)/.stamp-test: $(VENV)/.stamp-run
 	$(PIP) install torch==2.13.0
 	$(PIP) install -e '.[llamacpp,report,hf,train,ray,annotate,ifeval,dev]'
+	for d in ifeval ifbench healthbench mtbench sharegpt gsm-symbolic; do $(UT) data pull $$d || exit 1; done
 	@test -x $(CHROMIUM) || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
 	touch $@
 

@@ -48,6 +48,9 @@ class RunConfig(BaseModel):
     executor: Literal["local", "ray"] = "local"
     address: str | None = None
     workers: int = Field(default=2, ge=1)
+    frozen_date: str | None = Field(default=None, pattern=r"^\d{4}-\d{2}-\d{2}$")
+    """The date templates see (``strftime_now``); a manifest sets it so that a
+    reproduction renders the same prompts on another day. None: today, frozen per run."""
 
     @field_validator("temperatures")
     @classmethod

