@@ -1,0 +1,124 @@
+"""vLLM backend: ``vllm:ID_OR_PATH[?tp=2&pp=1&ray=1&dtype=bfloat16&adapter=DIR]``.
+
+``LLM.generate`` on token-id prompts (``TokensPrompt``), tokenized here by the model's HF
+tokenizer with ``add_special_tokens=False`` from the text ``userturn.chat`` renders, so
+vLLM sees exactly the ids every other backend sees. Prefix caching is always on: an
+item's user-turn prompt starts with its answer prompt, and k samples share one prompt.
+
+Seeds: by default each sample is its own request with ``n=1, seed=<its seed>``, so a
+sample is reproducible on its own and a resumed run regenerates exactly the missing
+ones; prefix caching makes the k requests cost about what ``n=k`` does. ``?sampling=n``
+sends one request with ``SamplingParams(n=k, seed=<first seed>)`` instead (samples are
+then reproducible only as a set). Options: ``tp``, ``pp``, ``ray`` (force Ray; used
+anyway when tp*pp exceeds the local GPUs, i.e. multi-node), ``dtype``,
+``max_model_len``, ``gpu_memory_utilization``, ``tokenizer``, ``revision``,
+``adapter`` (a LoRA folder), ``max_lora_rank``.
+
+Request building is pure (``vllm_requests``: ``engine_args``, ``sampling_args``,
+``plan_calls``, ``collect``) and unit-tested without vLLM; tests/gpu runs the real thing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from userturn import hfmodel
+from userturn.backends.base import Backend, Capabilities
+from userturn.backends.vllm_requests import Call, collect, engine_args, plan_calls, sampling_args
+from userturn.errors import UserError, missing_extra
+from userturn.spec import Spec
+from userturn.types import GenRequest, GenResult
+
+__all__ = ["Call", "VLLMBackend", "collect", "engine_args", "plan_calls", "sampling_args"]
+
+
+class VLLMBackend(Backend):
+    capabilities = Capabilities(raw_completion=True, n_samples=True, seeds=True, prefix_cache=True)
+    batch_items = 256
+
+    def __init__(self, spec: Spec) -> None:
+        super().__init__(spec)
+        if not vllm_installed():
+            raise missing_extra("vllm", "vllm")
+        self.mode = spec.option("sampling") or "seed"
+        if self.mode not in ("seed", "n"):
+            raise UserError("sampling must be 'seed' or 'n'", field="sampling")
+        self.adapter = spec.option("adapter") or None
+        name = Path(spec.target).name if Path(spec.target).exists() else spec.target
+        self._model_id = f"vllm:{name}" + (f"+{Path(self.adapter).name}" if self.adapter else "")
+        # Fail at config time on bad options, before any GPU work.
+        self.args = engine_args(spec, spec.target, local_gpus=_local_gpus())
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    @cached_property
+    def revision(self) -> str:
+        return self.spec.option("revision") or hfmodel.model_revision(
+            self.spec.target, self.adapter
+        )
+
+    @cached_property
+    def tokenizer(self) -> Any:
+        return hfmodel.load_tokenizer(self.spec.option("tokenizer") or self.spec.target)
+
+    @cached_property
+    def llm(self) -> Any:
+        import vllm
+
+        model = hfmodel.resolve_source(self.spec.target)[0]
+        if self.spec.target.endswith(".gguf"):
+            model = self.spec.target  # vLLM reads GGUF files itself
+        return vllm.LLM(**{**self.args, "model": model})
+
+    def builtin_template(self) -> tuple[str, str, str, str]:
+        return hfmodel.template_parts(self.tokenizer, self.spec.target)
+
+    def tokenize(self, text: str) -> list[int]:
+        ids: list[int] = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return ids
+
+    def generate(self, requests: list[GenRequest]) -> list[GenResult]:
+        import vllm
+
+        ids = [list(r.prompt_token_ids or self.tokenize(r.prompt)) for r in requests]
+        calls = plan_calls(requests, ids, self.mode)
+        kwargs: dict[str, Any] = {"use_tqdm": False}
+        if self.adapter:
+            from vllm.lora.request import LoRARequest
+
+            kwargs["lora_request"] = LoRARequest(Path(self.adapter).name, 1, self.adapter)
+        outs = self.llm.generate(
+            [{"prompt_token_ids": list(c.prompt_token_ids)} for c in calls],
+            [vllm.SamplingParams(**c.sampling) for c in calls],
+            **kwargs,
+        )
+        return collect(requests, calls, list(outs))
+
+    def describe(self) -> dict[str, object]:
+        return {
+            **super().describe(),
+            "engine_args": self.args,
+            "sampling_mode": self.mode,
+            "adapter": self.adapter,
+        }
+
+    def close(self) -> None:
+        self.__dict__.pop("llm", None)
+
+
+def vllm_installed() -> bool:
+    """Checked at startup, without importing vLLM (seconds, and it grabs CUDA)."""
+    return importlib.util.find_spec("vllm") is not None
+
+
+def _local_gpus() -> int:
+    try:
+        import torch
+    except ModuleNotFoundError:
+        return 0
+    return int(torch.cuda.device_count())

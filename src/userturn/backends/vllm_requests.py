@@ -1,0 +1,150 @@
+"""Pure request building for the vLLM backend: engine kwargs, sampling kwargs, the list of
+vLLM requests for a batch of ``GenRequest``s, and turning vLLM's outputs back into
+``GenResult``s. No vLLM import, so all of it is unit-tested on machines without vLLM.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from userturn.errors import UserError
+from userturn.spec import Spec
+from userturn.types import Completion, Finish, GenRequest, GenResult, SamplingParams
+
+_FLOAT_OPTS = ("gpu_memory_utilization",)
+_INT_OPTS = ("max_model_len",)
+
+
+def _int(spec: Spec, name: str, default: int) -> int:
+    raw = spec.option(name)
+    try:
+        value = default if raw in (None, "") else int(raw)
+    except ValueError as exc:
+        raise UserError(f"expected an integer, got {raw!r}", field=name) from exc
+    if value < 1:
+        raise UserError("must be >= 1", field=name)
+    return value
+
+
+def engine_args(spec: Spec, model: str, local_gpus: int) -> dict[str, Any]:
+    """Keyword arguments for ``vllm.LLM``; Ray when tp*pp is more GPUs than this node has
+    (a multi-node run), or when ``?ray=1`` asks for it."""
+    tp, pp = _int(spec, "tp", 1), _int(spec, "pp", 1)
+    args: dict[str, Any] = {
+        "model": model,
+        "enable_prefix_caching": True,
+        "tensor_parallel_size": tp,
+        "pipeline_parallel_size": pp,
+    }
+    if spec.option("ray") in ("1", "true") or 0 < local_gpus < tp * pp:
+        args["distributed_executor_backend"] = "ray"
+    for name in ("dtype", "tokenizer", "revision"):
+        if spec.option(name):
+            args[name] = spec.option(name)
+    for name in _INT_OPTS:
+        if spec.option(name):
+            args[name] = _int(spec, name, 1)
+    for name in _FLOAT_OPTS:
+        if spec.option(name):
+            args[name] = float(spec.option(name) or 0)
+    if spec.option("adapter"):
+        args["enable_lora"] = True
+        args["max_lora_rank"] = _int(spec, "max_lora_rank", _adapter_rank(spec.option("adapter")))
+    return args
+
+
+def _adapter_rank(adapter: str | None) -> int:
+    cfg = Path(str(adapter)) / "adapter_config.json"
+    if not cfg.is_file():
+        raise UserError(
+            "not a PEFT adapter folder (no adapter_config.json)", file=str(adapter), field="adapter"
+        )
+    return int(json.loads(cfg.read_text(encoding="utf-8")).get("r", 16))
+
+
+def sampling_args(params: SamplingParams, seed: int | None, n: int = 1) -> dict[str, Any]:
+    """Keyword arguments for ``vllm.SamplingParams``, matching the llama.cpp backend:
+    no penalties, special tokens kept in the text (template artifacts stay visible to the
+    judge), stop strings and EOS cut without being included."""
+    greedy = params.temperature == 0
+    return {
+        "n": n,
+        "temperature": params.temperature,
+        "top_p": 1.0 if greedy else params.top_p,
+        "top_k": -1 if greedy or params.top_k <= 0 else params.top_k,
+        "min_p": 0.0,
+        "max_tokens": params.max_tokens,
+        "stop": list(params.stop),
+        "seed": None if greedy else seed,
+        "repetition_penalty": 1.0,
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+        "skip_special_tokens": False,
+        "spaces_between_special_tokens": False,
+        "include_stop_str_in_output": False,
+    }
+
+
+@dataclass(frozen=True)
+class Call:
+    """One vLLM request: the samples of ``request`` it produces, in order."""
+
+    request: int
+    samples: tuple[int, ...]
+    prompt_token_ids: tuple[int, ...]
+    sampling: dict[str, Any]
+    copies: bool = False
+    """Greedy: one output stands for every sample (k greedy copies are identical)."""
+
+
+def plan_calls(requests: list[GenRequest], ids: list[list[int]], mode: str) -> list[Call]:
+    calls = []
+    for ri, (req, toks) in enumerate(zip(requests, ids, strict=True)):
+        k = len(req.seeds)
+        every = tuple(range(k))
+        if req.params.temperature == 0:
+            calls.append(Call(ri, every, tuple(toks), sampling_args(req.params, None), True))
+        elif mode == "n":
+            calls.append(Call(ri, every, tuple(toks), sampling_args(req.params, req.seeds[0], k)))
+        else:
+            calls += [
+                Call(ri, (i,), tuple(toks), sampling_args(req.params, s))
+                for i, s in enumerate(req.seeds)
+            ]
+    return calls
+
+
+def _finish(reason: str | None) -> Finish:
+    return "length" if reason == "length" else "error" if reason == "abort" else "stop"
+
+
+def collect(requests: list[GenRequest], calls: list[Call], outputs: list[Any]) -> list[GenResult]:
+    """vLLM ``RequestOutput``s (in call order) → one ``GenResult`` per request."""
+    comps: dict[int, dict[int, Completion]] = {i: {} for i in range(len(requests))}
+    tokens = [0] * len(requests)
+    cached = [0] * len(requests)
+    for call, out in zip(calls, outputs, strict=True):
+        got = [
+            Completion(
+                text=o.text, finish=_finish(o.finish_reason), completion_tokens=len(o.token_ids)
+            )
+            for o in out.outputs
+        ]
+        if call.copies:
+            got = got * len(call.samples)
+        for idx, comp in zip(call.samples, got, strict=True):
+            comps[call.request][idx] = comp
+        share = len(call.samples) if call.copies else len(got)
+        tokens[call.request] += len(out.prompt_token_ids) * share
+        cached[call.request] += int(getattr(out, "num_cached_tokens", 0) or 0) * share
+    return [
+        GenResult(
+            tuple(comps[i][s] for s in range(len(r.seeds))),
+            prompt_tokens=tokens[i],
+            prompt_tokens_reused=cached[i],
+        )
+        for i, r in enumerate(requests)
+    ]

@@ -1,0 +1,168 @@
+"""``--executor ray [--address ADDR] [--workers N]``: items sharded over Ray actors.
+
+Each actor holds its own backend and ``pipeline.ItemWorker``; it never touches the store.
+The driver cuts every job into the same chunks the local executor would
+(``backend.batch_items`` items), gives chunk ``i`` to actor ``i % N`` (deterministic, so a
+rerun shards the same way), and yields the events of each chunk back to
+``runner._generate`` in chunk order as they complete. Only the driver writes, in small
+transactions, so a killed run resumes under either executor.
+
+Why results match the local executor: a record's key, seed and prompt don't depend on
+where it ran, and each chunk is the same request list the local executor would send, so
+a batching backend (hf) sees the same batches. llama.cpp evaluates each token's matmuls
+independently of what else is in its batch or cache (checked in tests/test_ray_executor).
+
+Without ``--address`` a local Ray cluster is started for the run and stopped after it.
+On a real cluster, every node needs ``userturn`` and the backend's extra installed;
+actors of GPU backends (``hf``, ``vllm``) ask Ray for one GPU each when the cluster has
+GPUs (vLLM with ``?tp=`` > 1 then places its own workers).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import ray
+
+from userturn.backends import load_backend, parse_model_spec
+from userturn.config import RunConfig
+from userturn.datasets import Dataset
+from userturn.errors import UserError
+from userturn.pipeline import Event, ItemWorker
+from userturn.types import Item
+
+if TYPE_CHECKING:
+    from userturn.runner import Job
+
+log = logging.getLogger(__name__)
+
+
+class ItemActor:
+    """One Ray actor: a backend plus an ``ItemWorker`` (made a Ray actor below).
+
+    The backend loads in ``setup`` rather than ``__init__``: Ray keeps the exception of a
+    failed method (a ``UserError`` comes back as itself) but only the text of a failed
+    constructor.
+    """
+
+    def __init__(
+        self, datasets: list[Dataset], known: dict[str, dict[str, Any]], done: set[str]
+    ) -> None:
+        self.datasets = datasets
+        self.known = known
+        self.done = done
+
+    def setup(self, model: str, cfg: RunConfig, date: dt.date) -> dict[str, Any]:
+        self.backend = load_backend(model, defaults={"base_url": cfg.base_url})
+        self.worker = w = ItemWorker(self.backend, cfg, date)
+        return {
+            **self.backend.describe(),
+            "template_sha": w.template.sha,
+            "template_source": w.template.name,
+            "template_preamble": w.markers.preamble,
+            "user_header": w.markers.user_header,
+            "user_stops": list(w.markers.user_stops(w.template)),
+            "batch_items": max(1, self.backend.batch_items),
+        }
+
+    def process(self, job: int, items: list[Item]) -> list[Event]:
+        return list(self.worker.process(items, self.datasets[job], self.known, self.done))
+
+
+_RemoteActor = ray.remote(ItemActor)
+
+
+def chunk_plan(sizes: list[int], chunk: int, workers: int) -> list[tuple[int, int, int, int]]:
+    """(job, start, stop, actor) for every chunk, the local executor's chunks in its order."""
+    plan: list[tuple[int, int, int, int]] = []
+    for job, n in enumerate(sizes):
+        for start in range(0, n, chunk):
+            plan.append((job, start, min(start + chunk, n), len(plan) % workers))
+    return plan
+
+
+def _unwrap(exc: Exception) -> Exception:
+    """A ``UserError`` raised on an actor comes back as a one-line ``UserError``."""
+    cause = getattr(exc, "cause", None)
+    while cause is not None and not isinstance(cause, UserError):
+        cause = getattr(cause, "cause", None) or cause.__cause__
+    return cause if isinstance(cause, UserError) else exc
+
+
+class RayExecutor:
+    def __init__(self, cfg: RunConfig) -> None:
+        self.cfg = cfg
+        self._described: dict[str, Any] = {}
+
+    def describe_model(self) -> dict[str, Any]:
+        return self._described
+
+    def _connect(self) -> bool:
+        """Join ``--address`` or start a local cluster; True when we started it."""
+        if ray.is_initialized():
+            return False
+        try:
+            ray.init(
+                address=self.cfg.address,
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+            )
+        except ConnectionError as exc:
+            raise UserError(f"cannot reach the Ray cluster: {exc}", field="address") from exc
+        return True
+
+    def _actor_options(self, model: str) -> dict[str, Any]:
+        kind = parse_model_spec(model).kind
+        gpus = ray.cluster_resources().get("GPU", 0)  # type: ignore[no-untyped-call]
+        if kind in ("hf", "vllm") and gpus:
+            return {"num_gpus": 1}
+        return {"num_cpus": 1}
+
+    def run_model(
+        self,
+        model: str,
+        cfg: RunConfig,
+        date: dt.date,
+        jobs: list[Job],
+        known: dict[str, dict[str, Any]],
+        done: set[str],
+    ) -> Iterator[Event]:
+        started = self._connect()
+        actors: list[Any] = []
+        try:
+            opts = self._actor_options(model)
+            datasets = ray.put([j.dataset for j in jobs])
+            known_ref, done_ref = ray.put(known), ray.put(done)
+            actors = [
+                _RemoteActor.options(**opts).remote(datasets, known_ref, done_ref)
+                for _ in range(cfg.workers)
+            ]
+            described = self._get([a.setup.remote(model, cfg, date) for a in actors])
+            self._described = {**described[0], "executor": "ray", "workers": cfg.workers}
+            plan = chunk_plan(
+                [len(j.items) for j in jobs], described[0]["batch_items"], cfg.workers
+            )
+            refs = [actors[a].process.remote(job, jobs[job].items[s:e]) for job, s, e, a in plan]
+            yield from self._in_order(refs)
+        finally:
+            for actor in actors:
+                ray.kill(actor)
+            if started:
+                ray.shutdown()
+
+    def _get(self, refs: list[Any]) -> list[Any]:
+        try:
+            return list(ray.get(refs))
+        except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError) as exc:
+            raise _unwrap(exc) from exc
+
+    def _in_order(self, refs: list[Any]) -> Iterator[Event]:
+        """Yield each chunk's events in chunk order (the local executor's order), each as
+        soon as it and the chunks before it are done; a killed driver loses at most the
+        chunks in flight, never a written row."""
+        for ref in refs:
+            yield from self._get([ref])[0]

@@ -1,0 +1,189 @@
+"""vLLM request building, without vLLM or a GPU.
+
+Run: ``.venv/bin/python -m pytest tests/backends/test_vllm.py -q`` (a few seconds).
+The pure functions are tested directly; the ``generate`` glue is tested against a
+recording stand-in for the ``vllm`` module, with the real SmolLM2 tokenizer. The real
+engine is exercised by ``tests/gpu`` (``tests/gpu/run_vllm_check.sh`` on a GPU machine).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import types
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from userturn.backends import load_backend
+from userturn.backends import vllm as vllm_backend
+from userturn.backends.vllm import (
+    Call,
+    VLLMBackend,
+    collect,
+    engine_args,
+    plan_calls,
+    sampling_args,
+)
+from userturn.errors import UserError
+from userturn.spec import parse_spec
+from userturn.types import GenRequest, SamplingParams
+
+HOT = SamplingParams(temperature=1.0, top_p=0.9, top_k=0, max_tokens=8, stop=("<|im_end|>",))
+GREEDY = SamplingParams(temperature=0.0, top_p=0.9, top_k=40, max_tokens=8)
+
+
+def spec(raw: str) -> Any:
+    return parse_spec(raw, kinds={"vllm"})
+
+
+def test_engine_args_parallelism_and_ray() -> None:
+    one = engine_args(spec("vllm:Qwen/Qwen3-8B"), "Qwen/Qwen3-8B", local_gpus=8)
+    assert one == {
+        "model": "Qwen/Qwen3-8B",
+        "enable_prefix_caching": True,
+        "tensor_parallel_size": 1,
+        "pipeline_parallel_size": 1,
+    }
+    big = engine_args(spec("vllm:m?tp=8&pp=2&dtype=bfloat16&max_model_len=8192"), "m", local_gpus=8)
+    assert big["distributed_executor_backend"] == "ray"  # 16 GPUs > 8 on this node
+    assert (big["tensor_parallel_size"], big["pipeline_parallel_size"]) == (8, 2)
+    assert (big["dtype"], big["max_model_len"]) == ("bfloat16", 8192)
+    local = engine_args(spec("vllm:m?tp=4"), "m", local_gpus=8)
+    assert "distributed_executor_backend" not in local
+    forced = engine_args(spec("vllm:m?ray=1&gpu_memory_utilization=0.5"), "m", local_gpus=8)
+    assert forced["distributed_executor_backend"] == "ray"
+    assert forced["gpu_memory_utilization"] == 0.5
+    with pytest.raises(UserError, match="integer"):
+        engine_args(spec("vllm:m?tp=two"), "m", local_gpus=1)
+    with pytest.raises(UserError, match=">= 1"):
+        engine_args(spec("vllm:m?pp=0"), "m", local_gpus=1)
+
+
+def test_engine_args_lora(tmp_path: Path) -> None:
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"r": 32}))
+    args = engine_args(spec(f"vllm:m?adapter={tmp_path}"), "m", local_gpus=1)
+    assert args["enable_lora"] is True and args["max_lora_rank"] == 32
+    with pytest.raises(UserError, match="adapter_config"):
+        engine_args(spec(f"vllm:m?adapter={tmp_path / 'nope'}"), "m", local_gpus=1)
+
+
+def test_sampling_args_match_llamacpp_semantics() -> None:
+    hot = sampling_args(HOT, 123)
+    assert (hot["n"], hot["seed"], hot["temperature"], hot["top_p"]) == (1, 123, 1.0, 0.9)
+    assert hot["top_k"] == -1 and hot["stop"] == ["<|im_end|>"]
+    assert hot["repetition_penalty"] == 1.0 and hot["min_p"] == 0.0
+    assert hot["skip_special_tokens"] is False  # artifacts stay visible to the judge
+    assert hot["spaces_between_special_tokens"] is False
+    assert hot["include_stop_str_in_output"] is False
+    greedy = sampling_args(GREEDY, 5)
+    assert (greedy["seed"], greedy["top_k"], greedy["top_p"]) == (None, -1, 1.0)
+
+
+def test_plan_calls_per_seed_n_and_greedy() -> None:
+    reqs = [
+        GenRequest("a", "user", HOT, seeds=(1, 2, 3)),
+        GenRequest("b", "user", GREEDY, seeds=(9,)),
+    ]
+    ids = [[1, 2], [3]]
+    per_seed = plan_calls(reqs, ids, "seed")
+    assert [(c.request, c.samples, c.sampling["seed"], c.sampling["n"]) for c in per_seed] == [
+        (0, (0,), 1, 1),
+        (0, (1,), 2, 1),
+        (0, (2,), 3, 1),
+        (1, (0,), None, 1),
+    ]
+    assert per_seed[0].prompt_token_ids == (1, 2) and per_seed[-1].copies
+    n_mode = plan_calls(reqs, ids, "n")
+    assert [(c.samples, c.sampling["n"], c.sampling["seed"]) for c in n_mode] == [
+        ((0, 1, 2), 3, 1),
+        ((0,), 1, None),
+    ]
+
+
+def _out(prompt: list[int], texts: list[tuple[str, str]], cached: int = 0) -> Any:
+    outs = [
+        SimpleNamespace(text=t, finish_reason=f, token_ids=[0] * len(t.split())) for t, f in texts
+    ]
+    return SimpleNamespace(prompt_token_ids=prompt, outputs=outs, num_cached_tokens=cached)
+
+
+def test_collect_orders_samples_and_counts_cache() -> None:
+    reqs = [
+        GenRequest("a", "user", HOT, seeds=(1, 2)),
+        GenRequest("b", "user", GREEDY, seeds=(7, 8)),
+    ]
+    calls = [
+        Call(0, (1,), (1, 2, 3), {}),
+        Call(0, (0,), (1, 2, 3), {}),
+        Call(1, (0, 1), (4,), {}, copies=True),
+    ]
+    outs = [
+        _out([1, 2, 3], [("second one", "stop")], cached=2),
+        _out([1, 2, 3], [("first", "length")], cached=2),
+        _out([4], [("same", "abort")]),
+    ]
+    a, b = collect(reqs, calls, outs)
+    assert [c.text for c in a.completions] == ["first", "second one"]
+    assert [c.finish for c in a.completions] == ["length", "stop"]
+    assert (a.prompt_tokens, a.prompt_tokens_reused) == (6, 4)
+    assert [c.text for c in b.completions] == ["same", "same"]
+    assert b.completions[0].finish == "error"
+    assert b.prompt_tokens == 2
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed")
+def test_missing_vllm_says_how_to_install() -> None:
+    with pytest.raises(UserError, match=r"pip install 'userturn\[vllm\]'"):
+        load_backend("vllm:smollm2-135m")
+
+
+class _FakeVLLM(types.ModuleType):
+    """Records what the backend hands vLLM; answers with fixed outputs."""
+
+    def __init__(self) -> None:
+        super().__init__("vllm")
+        self.engine: dict[str, Any] = {}
+        self.calls: list[tuple[list[Any], list[Any]]] = []
+        fake = self
+
+        class LLM:
+            def __init__(self, **kwargs: Any) -> None:
+                fake.engine = kwargs
+
+            def generate(self, prompts: list[Any], params: list[Any], use_tqdm: bool) -> list[Any]:
+                fake.calls.append((prompts, params))
+                return [
+                    _out(p["prompt_token_ids"], [(f"s{q['seed']}", "stop")])
+                    for p, q in zip(prompts, params, strict=True)
+                ]
+
+        self.LLM = LLM
+        self.SamplingParams = dict
+
+
+def test_generate_glue_with_recording_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("transformers")
+    monkeypatch.setattr(vllm_backend, "vllm_installed", lambda: True)
+    backend = load_backend("vllm:smollm2-135m?tp=1")
+    assert isinstance(backend, VLLMBackend)
+    backend.tokenizer  # noqa: B018 - load the real tokenizer before vllm is faked
+    fake = _FakeVLLM()
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    assert backend.model_id == "vllm:smollm2-135m" and backend.family == "smollm"
+    prompt = (
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+        "<|im_start|>user\n"
+    )
+    (res,) = backend.generate([GenRequest(prompt, "user", HOT, seeds=(4, 5))])
+    assert [c.text for c in res.completions] == ["s4", "s5"]
+    assert fake.engine["enable_prefix_caching"] is True
+    assert Path(fake.engine["model"]).name == "smollm2-135m-hf"
+    prompts, params = fake.calls[0]
+    assert prompts[0]["prompt_token_ids"] == backend.tokenize(prompt)
+    assert prompts[0]["prompt_token_ids"][0] == 1  # <|im_start|>, not an added BOS
+    assert [p["seed"] for p in params] == [4, 5]
+    assert backend.describe()["engine_args"]["tensor_parallel_size"] == 1  # type: ignore[index]
