@@ -22,9 +22,18 @@ from userturn import assets
 from userturn.backends.base import Backend, Capabilities
 from userturn.errors import UserError, missing_extra
 from userturn.spec import Spec
-from userturn.types import Completion, Finish, GenRequest, GenResult
+from userturn.types import Completion, Finish, GenRequest, GenResult, SamplingParams
 
 log = logging.getLogger(__name__)
+
+
+def _first_stop(text: str, stops: tuple[str, ...]) -> int | None:
+    hits = [i for i in (text.find(s) for s in stops if s) if i >= 0]
+    return min(hits) if hits else None
+
+
+def _llama_cpp() -> Any:
+    return _import_llama()
 
 
 def _import_llama() -> Any:
@@ -140,26 +149,7 @@ class LlamaCppBackend(Backend):
         reused_total = 0
         for seed in req.seeds:
             reused_total += self._reusable(tokens)
-            out = self.llm.create_completion(
-                prompt=tokens,
-                max_tokens=req.params.max_tokens,
-                temperature=req.params.temperature,
-                top_p=req.params.top_p,
-                top_k=req.params.top_k,
-                stop=list(req.params.stop) or None,
-                seed=seed,
-                repeat_penalty=1.0,
-                min_p=0.0,
-            )
-            choice = out["choices"][0]
-            finish: Finish = "length" if choice.get("finish_reason") == "length" else "stop"
-            completions.append(
-                Completion(
-                    text=choice["text"],
-                    finish=finish,
-                    completion_tokens=out["usage"]["completion_tokens"],
-                )
-            )
+            completions.append(self._sample(tokens, req.params, seed))
         n = len(req.seeds)
         self.stats["calls"] += n
         self.stats["prompt_tokens"] += len(tokens) * n
@@ -167,6 +157,43 @@ class LlamaCppBackend(Backend):
         return GenResult(
             tuple(completions), prompt_tokens=len(tokens) * n, prompt_tokens_reused=reused_total
         )
+
+    def _sample(self, tokens: list[int], params: SamplingParams, seed: int | None) -> Completion:
+        """One raw sample, detokenized *with* special tokens.
+
+        ``create_completion`` drops special tokens from its text, so a generated
+        ``<|im_start|>`` would be invisible to the judge and a stop string that starts
+        with one could never match. We drive ``Llama.generate`` ourselves (it keeps the
+        native longest-prefix KV reuse) and match stops on the special-inclusive text.
+        """
+        llm = self.llm
+        if seed is not None:
+            llm.set_seed(seed)
+        out: list[int] = []
+        text = ""
+        finish: Finish = "length"
+        gen = llm.generate(
+            tokens,
+            top_k=params.top_k,
+            top_p=params.top_p,
+            min_p=0.0,
+            temp=params.temperature,
+            repeat_penalty=1.0,
+        )
+        for token in gen:
+            if _llama_cpp().llama_vocab_is_eog(llm._model.vocab, token):
+                finish = "stop"
+                break
+            out.append(token)
+            text = llm.detokenize(out, special=True).decode("utf-8", errors="replace")
+            cut = _first_stop(text, params.stop)
+            if cut is not None:
+                text, finish = text[:cut], "stop"
+                break
+            if len(out) >= params.max_tokens:
+                break
+        gen.close()
+        return Completion(text=text, finish=finish, completion_tokens=len(out))
 
     def _reusable(self, tokens: list[int]) -> int:
         """Tokens llama-cpp-python will take from its KV cache for this prompt.
