@@ -1,0 +1,253 @@
+"""``userturn train sft|dpo [--eval]`` and ``userturn export pairs``."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from userturn.errors import UserError
+
+train_app = typer.Typer(
+    help="Post-train a model to raise interaction awareness.", no_args_is_help=True
+)
+console = Console(highlight=False)
+
+
+def _eval_options(
+    ctx_from_run: Path | None,
+    eval_config: Path | None,
+    datasets: list[str],
+    limit: int | None,
+    temperatures: str | None,
+    samples: int | None,
+    judges: list[str],
+) -> Any:
+    from userturn.cli.run_cmd import _floats
+    from userturn.train.evaluate import eval_config as build
+
+    return build(
+        eval_config,
+        ctx_from_run,
+        {
+            "datasets": datasets,
+            "limit": limit,
+            "samples": samples,
+            "judges": judges,
+            "temperatures": _floats(temperatures, "eval-temperatures") if temperatures else None,
+        },
+    )
+
+
+def _check_backend(model: str, backend: str) -> None:
+    """Bad model or eval-backend flags fail before minutes of training, not after."""
+    from userturn.train.common import parse_train_model
+
+    parse_train_model(model).base_spec(backend)
+
+
+def _print_result(result: Any) -> None:
+    losses = [e["loss"] for e in result.losses]
+    w = max(1, min(5, len(losses) // 2))  # single steps are noisy at small batch sizes
+    first, last = (sum(losses[:w]) / w, sum(losses[-w:]) / w) if losses else (0.0, 0.0)
+    console.print(
+        f"{result.method}: {result.steps} steps in {result.seconds:.0f}s, mean loss of the "
+        f"first/last {w} steps {first:.4f} -> {last:.4f}; saved to {result.out}"
+    )
+    console.print(f'run it: userturn run --model "{result.trained_spec}"')
+
+
+def _run_eval(
+    result: Any, cfg: Any, backend: str, before_dir: Path | None, train_items: list[str] | None
+) -> None:
+    from userturn.train.common import parse_train_model
+    from userturn.train.evaluate import before_after
+
+    spec = parse_train_model(result.settings["model"])
+    ba = before_after(
+        cfg,
+        spec.base_spec(backend),
+        spec.trained_spec(result.out, result.lora, backend),
+        result.out / "eval",
+        before_dir=before_dir,
+        train_items=train_items,
+    )
+    if ba.overlap:
+        console.print(
+            f"warning: {len(ba.overlap)} evaluation item(s) were used for training "
+            f"(e.g. {ba.overlap[0]}); the 'after' rate is not held-out"
+        )
+    print(ba.table.to_markdown(), end="")
+    console.print(
+        f"before: {ba.before}  after: {ba.after}  (userturn compare {ba.before} {ba.after})"
+    )
+
+
+EVAL_HELP = "Afterwards, run the probe grid on the base and the trained model and compare."
+
+
+@train_app.command("sft")
+def sft(
+    model: str = typer.Option(..., "--model", help="hf:ID_OR_PATH, or smollm2-135m."),
+    data: str = typer.Option(..., "--data", help="sharegpt, sharegpt:PATH or a JSONL file."),
+    loss_on: str = typer.Option(..., "--loss-on", help="assistant | user | both"),
+    out: Path = typer.Option(..., "--out", help="Output folder (adapter + train.json)."),
+    lora: bool = typer.Option(True, "--lora/--no-lora", help="LoRA adapter or full model."),
+    max_steps: int = typer.Option(50, "--max-steps"),
+    max_examples: int = typer.Option(256, "--max-examples"),
+    max_length: int = typer.Option(512, "--max-length", help="Tokens per example."),
+    batch_size: int = typer.Option(4, "--batch-size"),
+    grad_accum: int = typer.Option(1, "--grad-accum"),
+    learning_rate: float = typer.Option(2e-4, "--learning-rate"),
+    seed: int = typer.Option(0, "--seed"),
+    run_eval: bool = typer.Option(False, "--eval", help=EVAL_HELP),
+    eval_config: Path = typer.Option(None, "--eval-config", help="YAML grid for --eval."),
+    eval_dataset: list[str] = typer.Option(None, "--eval-dataset"),
+    eval_limit: int = typer.Option(None, "--eval-limit"),
+    eval_temperatures: str = typer.Option(None, "--eval-temperatures"),
+    eval_samples: int = typer.Option(None, "--eval-samples"),
+    eval_judge: list[str] = typer.Option(None, "--eval-judge"),
+    eval_before: Path = typer.Option(None, "--eval-before", help="Reuse this base run."),
+    eval_backend: str = typer.Option("hf", "--eval-backend", help="hf | vllm"),
+) -> int:
+    """SFT on multi-turn conversations with the loss on user, assistant or both turns."""
+    from userturn.train.sft import SFTSettings, train_sft
+
+    settings = SFTSettings(
+        model=model,
+        data=data,
+        loss_on=loss_on,  # type: ignore[arg-type]
+        out=out,
+        lora=lora,
+        max_steps=max_steps,
+        max_examples=max_examples,
+        max_length=max_length,
+        batch_size=batch_size,
+        grad_accum=grad_accum,
+        learning_rate=learning_rate,
+        seed=seed,
+    )
+    settings.check()
+    _check_backend(model, eval_backend)
+    cfg = (
+        _eval_options(
+            None, eval_config, eval_dataset, eval_limit, eval_temperatures, eval_samples, eval_judge
+        )
+        if run_eval
+        else None
+    )
+    result = train_sft(settings)
+    _print_result(result)
+    if cfg is not None:
+        _run_eval(result, cfg, eval_backend, eval_before, None)
+    return 0
+
+
+@train_app.command("dpo")
+def dpo(
+    model: str = typer.Option(..., "--model", help="hf:ID_OR_PATH, or smollm2-135m."),
+    out: Path = typer.Option(..., "--out", help="Output folder (adapter + train.json)."),
+    from_run: Path = typer.Option(None, "--from-run", help="Probe run (T>0, k>1)."),
+    pairs: Path = typer.Option(None, "--pairs", help="Or: a pairs JSONL (export pairs)."),
+    judge: str = typer.Option(None, "--judge", help="Judge whose verdicts split the pairs."),
+    lora: bool = typer.Option(True, "--lora/--no-lora"),
+    max_steps: int = typer.Option(30, "--max-steps"),
+    max_pairs_per_context: int = typer.Option(4, "--max-pairs-per-context"),
+    max_length: int = typer.Option(768, "--max-length"),
+    batch_size: int = typer.Option(2, "--batch-size"),
+    grad_accum: int = typer.Option(1, "--grad-accum"),
+    learning_rate: float = typer.Option(5e-5, "--learning-rate"),
+    beta: float = typer.Option(0.1, "--beta"),
+    seed: int = typer.Option(0, "--seed"),
+    run_eval: bool = typer.Option(False, "--eval", help=EVAL_HELP),
+    eval_config: Path = typer.Option(
+        None, "--eval-config", help="YAML grid for --eval (default: the run's)."
+    ),
+    eval_dataset: list[str] = typer.Option(None, "--eval-dataset"),
+    eval_limit: int = typer.Option(None, "--eval-limit"),
+    eval_temperatures: str = typer.Option(None, "--eval-temperatures"),
+    eval_samples: int = typer.Option(None, "--eval-samples"),
+    eval_judge: list[str] = typer.Option(None, "--eval-judge"),
+    eval_before: Path = typer.Option(None, "--eval-before", help="Reuse this base run."),
+    eval_backend: str = typer.Option("hf", "--eval-backend", help="hf | vllm"),
+) -> int:
+    """DPO on self-play pairs: genuine vs degenerate user turns of the same context."""
+    from userturn.train.dpo import DPOSettings, train_dpo
+
+    settings = DPOSettings(
+        model=model,
+        out=out,
+        from_run=from_run,
+        pairs_file=pairs,
+        judge=judge,
+        lora=lora,
+        max_steps=max_steps,
+        max_pairs_per_context=max_pairs_per_context,
+        max_length=max_length,
+        batch_size=batch_size,
+        grad_accum=grad_accum,
+        learning_rate=learning_rate,
+        beta=beta,
+        seed=seed,
+    )
+    settings.check()
+    _check_backend(model, eval_backend)
+    cfg = (
+        _eval_options(
+            from_run,
+            eval_config,
+            eval_dataset,
+            eval_limit,
+            eval_temperatures,
+            eval_samples,
+            eval_judge,
+        )
+        if run_eval
+        else None
+    )
+    result = train_dpo(settings)
+    _print_result(result)
+    if cfg is not None:
+        _run_eval(result, cfg, eval_backend, eval_before, list(result.data.get("items") or []))
+    return 0
+
+
+def export_pairs(
+    run_dir: Path = typer.Option(..., "--run", help="Probe run directory."),
+    out: Path = typer.Option(..., "--out", help="Pairs file (JSONL) to write."),
+    judge: str = typer.Option(None, "--judge", help="Judge (default: the run's only one)."),
+    max_per_context: int = typer.Option(4, "--max-per-context"),
+) -> int:
+    """Self-play preference pairs (genuine vs not, same context, same judge) as JSONL."""
+    from userturn.train.pairs import pairs_from_run, write_pairs
+
+    if max_per_context < 1:
+        raise UserError("must be >= 1", field="max-per-context")
+    pairs, stats, used = pairs_from_run(run_dir, judge, max_per_context=max_per_context)
+    write_pairs(pairs, out)
+    console.print(
+        f"wrote {stats.pairs} pairs to {out} (judge {used}: {stats.contexts} "
+        f"contexts, {stats.with_both} with both sides; {stats.genuine} genuine, "
+        f"{stats.rejected} not, {stats.not_ok} not ok)"
+    )
+    return 0
+
+
+def _export_app() -> typer.Typer:
+    """The shared ``export`` group; a local one only in a build without export_cmd."""
+    if importlib.util.find_spec("userturn.cli.export_cmd") is not None:
+        from userturn.cli.export_cmd import export_app
+
+        return export_app
+    return typer.Typer(help="Export a run's data as files.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(train_app, name="train")
+    export = _export_app()
+    export.command("pairs")(export_pairs)
+    if importlib.util.find_spec("userturn.cli.export_cmd") is None:
+        app.add_typer(export, name="export")

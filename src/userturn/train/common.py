@@ -1,0 +1,194 @@
+"""What SFT and DPO share: the model spec, LoRA, loss logging and the saved artifacts.
+
+A training output folder is the thing the probe runs afterwards: with LoRA it is a PEFT
+adapter folder (``hf:BASE?adapter=OUT``), without it a full transformers model
+(``hf:OUT``). Beside the weights, ``train.json`` records what was trained on, how, and
+every logged loss, so a before/after table can always be traced to its training.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from userturn.errors import UserError, missing_extra
+from userturn.spec import parse_spec
+
+log = logging.getLogger(__name__)
+
+TRAIN_FILE = "train.json"
+_OTHER_KINDS = {"llamacpp", "vllm", "openai"}
+_LOAD_OPTIONS = ("device", "dtype")
+EVAL_BACKENDS = ("hf", "vllm")
+
+
+@dataclass(frozen=True)
+class TrainModel:
+    """The model to train: a transformers target plus load options."""
+
+    target: str
+    options: dict[str, str] = field(default_factory=dict)
+
+    def base_spec(self, kind: str = "hf") -> str:
+        """The probe's spec for the untrained model (the "before")."""
+        return _spec(kind, self.target, self._options(kind))
+
+    def trained_spec(self, out: Path, lora: bool, kind: str = "hf") -> str:
+        """The probe's spec for the trained model (the "after"), on the hf backend or
+        on vLLM (which serves a LoRA adapter with ``?adapter=`` too)."""
+        if lora:
+            return _spec(kind, self.target, {**self._options(kind), "adapter": str(out.resolve())})
+        return _spec(kind, str(out.resolve()), self._options(kind))
+
+    def _options(self, kind: str) -> dict[str, str]:
+        if kind not in EVAL_BACKENDS:
+            raise UserError(
+                f"expected one of {', '.join(EVAL_BACKENDS)}, got {kind!r}", field="eval-backend"
+            )
+        # vLLM places the model itself; only the dtype carries over.
+        return (
+            dict(self.options)
+            if kind == "hf"
+            else {k: v for k, v in self.options.items() if k == "dtype"}
+        )
+
+
+def _spec(kind: str, target: str, options: dict[str, str]) -> str:
+    query = "&".join(f"{k}={v}" for k, v in options.items())
+    return f"{kind}:{target}" + (f"?{query}" if query else "")
+
+
+def parse_train_model(raw: str) -> TrainModel:
+    """``hf:ID_OR_PATH[?device=..&dtype=..]`` or a bare target (``smollm2-135m`` is the
+    embedded model through transformers). Other backends can't be trained here."""
+    spec = parse_spec(raw, what="model", kinds={"hf", *_OTHER_KINDS})
+    if spec.kind in _OTHER_KINDS:
+        raise UserError(
+            f"training needs a transformers model (hf:ID_OR_PATH), got {raw!r}", field="model"
+        )
+    unknown = sorted(set(spec.options) - set(_LOAD_OPTIONS))
+    if unknown:
+        raise UserError(
+            f"unknown option(s) {', '.join(unknown)} for a model to train "
+            f"(known: {', '.join(_LOAD_OPTIONS)})",
+            field="model",
+        )
+    return TrainModel(spec.target, dict(spec.options))
+
+
+def require_train_extra() -> None:
+    """Fail at config time, with the install hint, when TRL or PEFT is missing."""
+    for name in ("torch", "transformers", "trl", "peft", "datasets"):
+        try:
+            __import__(name)
+        except ModuleNotFoundError as exc:
+            raise missing_extra("train", exc.name or name) from exc
+
+
+def lora_config(r: int, alpha: int, dropout: float = 0.05) -> Any:
+    """LoRA on every linear layer but the head: small, and model-family agnostic."""
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=r,
+        lora_alpha=alpha,
+        lora_dropout=dropout,
+        target_modules="all-linear",
+        task_type="CAUSAL_LM",
+    )
+
+
+def trainer_args(
+    out: Path,
+    *,
+    max_steps: int,
+    batch_size: int,
+    grad_accum: int,
+    learning_rate: float,
+    seed: int,
+    max_length: int,
+) -> dict[str, Any]:
+    """Config keys both TRL configs take. bf16 and checkpointing only on a GPU: on a
+    CPU they make a 135M model slower, not lighter."""
+    import torch
+    from transformers import TrainingArguments
+
+    gpu = torch.cuda.is_available()
+    # transformers 5 renamed gradient_checkpointing (the old name warns on every run)
+    fields = getattr(TrainingArguments, "__dataclass_fields__", {})
+    new_name = "activation_checkpointing" in fields
+    ckpt = "activation_checkpointing" if new_name else "gradient_checkpointing"
+    return {
+        "output_dir": str(out / "checkpoints"),
+        "max_steps": max_steps,
+        "per_device_train_batch_size": batch_size,
+        "gradient_accumulation_steps": grad_accum,
+        "learning_rate": learning_rate,
+        "seed": seed,
+        "max_length": max_length,
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": "none",
+        "bf16": gpu,
+        ckpt: gpu,
+        "use_cpu": not gpu,
+        "lr_scheduler_type": "constant",
+        "warmup_steps": 0,
+        "disable_tqdm": True,
+        "dataloader_num_workers": 0,
+    }
+
+
+def logged_losses(log_history: list[dict[str, Any]]) -> list[dict[str, float]]:
+    """Per-step training logs (loss and friends), without the final summary entry."""
+    keep = ("step", "loss", "learning_rate", "grad_norm", "rewards/accuracies", "rewards/margins")
+    return [{k: float(e[k]) for k in keep if k in e} for e in log_history if "loss" in e]
+
+
+def check_finite(losses: list[dict[str, float]]) -> None:
+    bad = [e for e in losses if not math.isfinite(e["loss"])]
+    if bad:
+        raise UserError(
+            f"training diverged: loss {bad[0]['loss']} at step "
+            f"{int(bad[0].get('step', 0))}; lower --learning-rate"
+        )
+
+
+@dataclass
+class TrainResult:
+    """What a trainer returns and writes to ``OUT/train.json``."""
+
+    method: str
+    out: Path
+    base_spec: str
+    trained_spec: str
+    lora: bool
+    steps: int
+    losses: list[dict[str, float]]
+    settings: dict[str, Any]
+    data: dict[str, Any]
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["out"] = str(self.out)
+        return d
+
+    def write(self) -> Path:
+        path = self.out / TRAIN_FILE
+        path.write_text(json.dumps(self.to_json(), indent=2, default=str) + "\n", encoding="utf-8")
+        return path
+
+
+def save_trained(model: Any, tokenizer: Any, out: Path, lora: bool) -> None:
+    """The adapter alone with LoRA (small; applied on the base at load); otherwise the
+    whole model plus its tokenizer, so ``hf:OUT`` loads on its own."""
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(out))
+    if not lora:
+        tokenizer.save_pretrained(str(out))
+    log.info("saved the trained %s to %s", "adapter" if lora else "model", out)

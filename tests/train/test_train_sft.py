@@ -1,0 +1,80 @@
+"""``userturn train sft --loss-on user --eval`` on the embedded model, tiny budget.
+
+Run: ``.venv/bin/python -m pytest tests/train/test_train_sft.py -q`` (about a minute on 2
+cores: 2 LoRA steps on 4 short conversations, then a 1-item before/after).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from train_helpers import assert_adapter_changes_outputs, assert_finite_losses, train_json
+
+from userturn.cli import main
+
+
+def test_sft_loss_is_finite_and_masks_only_follow_ups(sft_out: Path) -> None:
+    meta = train_json(sft_out)
+    assert_finite_losses(meta, steps=2)
+    assert meta["method"] == "sft" and meta["lora"] is True
+    assert meta["settings"]["loss_on"] == "user"
+    data = meta["data"]
+    assert data["used"] == 4 and 0 < data["trained_tokens"] < data["tokens"]
+    assert meta["trained_spec"] == f"hf:smollm2-135m?adapter={sft_out.resolve()}"
+
+
+def test_sft_adapter_loads_and_changes_outputs(sft_out: Path) -> None:
+    assert_adapter_changes_outputs(
+        sft_out,
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+        "<|im_start|>user\n",
+    )
+
+
+def test_sft_eval_writes_the_before_after_table(sft_out: Path) -> None:
+    ev = sft_out / "eval"
+    comp = json.loads((ev / "comparison.json").read_text(encoding="utf-8"))
+    (row,) = comp["rows"]
+    assert (row["dataset"], row["temperature"], row["judge"]) == ("gsm8k", 0.0, "rules")
+    assert row["model_a"] == "hf:smollm2-135m"
+    assert row["model_b"] == f"hf:smollm2-135m+{sft_out.name}"
+    assert row["n_a"] + row["unparseable_a"] == 1 == row["n_b"] + row["unparseable_b"]
+    assert comp["train_eval_overlap"] == []
+    md = (ev / "comparison.md").read_text(encoding="utf-8")
+    assert "rate before [95% CI]" in md and "| gsm8k | 0 |" in md
+    for side in ("before", "after"):
+        cells = json.loads((ev / side / "summary.json").read_text())["cells"]
+        assert len(cells) == 1 and cells[0]["accuracy"] is not None
+    # the same table, through the design.md contract
+    assert main(["compare", str(ev / "before"), str(ev / "after"), "--json"]) == 0
+
+
+@pytest.mark.parametrize(
+    "args, field",
+    [
+        (["--loss-on", "everything"], "loss-on"),
+        (["--loss-on", "user", "--max-steps", "0"], "max-steps"),
+        (["--loss-on", "user", "--model", "llamacpp:x.gguf"], "model"),
+        (["--loss-on", "user", "--model", "hf:x?adapter=y"], "model"),
+        (["--loss-on", "user", "--data", "/nonexistent/convs.jsonl"], "data"),
+    ],
+)
+def test_sft_bad_flags_fail_before_loading(
+    args: list[str], field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = [
+        "train",
+        "sft",
+        "--model",
+        "smollm2-135m",
+        "--data",
+        "sharegpt",
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    code = main(base + args)
+    err = capsys.readouterr().err
+    assert code == 2 and f"field '{field}'" in err, err
+    assert not (tmp_path / "o").exists()
