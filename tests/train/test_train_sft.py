@@ -78,3 +78,29 @@ def test_sft_bad_flags_fail_before_loading(
     err = capsys.readouterr().err
     assert code == 2 and f"field '{field}'" in err, err
     assert not (tmp_path / "o").exists()
+
+
+def test_train_eval_reevaluates_a_trained_folder_without_new_calls(sft_out: Path) -> None:
+    """``train eval --trained DIR`` repeats the --eval step; the runs resume from their
+    stores, so the table is the same and no model is called."""
+    ev = sft_out / "eval"
+    first = json.loads((ev / "comparison.json").read_text(encoding="utf-8"))["rows"]
+    cfg = sft_out.parent / "eval.yaml"
+    code = main(
+        [
+            "train",
+            "eval",
+            "--trained",
+            str(sft_out),
+            "--eval-config",
+            str(cfg),
+            "--eval-options",
+            "batch=4",
+        ]
+    )
+    assert code == 0
+    again = json.loads((ev / "comparison.json").read_text(encoding="utf-8"))["rows"]
+    assert again == first
+    for side in ("before", "after"):
+        stats = json.loads((ev / side / "run_stats.json").read_text(encoding="utf-8"))
+        assert stats["model_calls"] == 0 and stats["generated"] == 0, stats

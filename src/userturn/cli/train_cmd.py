@@ -42,11 +42,11 @@ def _eval_options(
     )
 
 
-def _check_backend(model: str, backend: str) -> None:
+def _check_backend(model: str, backend: str, options: str | None) -> None:
     """Bad model or eval-backend flags fail before minutes of training, not after."""
-    from userturn.train.common import parse_train_model
+    from userturn.train.common import eval_options, parse_train_model
 
-    parse_train_model(model).base_spec(backend)
+    parse_train_model(model).base_spec(backend, eval_options(options))
 
 
 def _print_result(result: Any) -> None:
@@ -61,16 +61,21 @@ def _print_result(result: Any) -> None:
 
 
 def _run_eval(
-    result: Any, cfg: Any, backend: str, before_dir: Path | None, train_items: list[str] | None
+    result: Any,
+    cfg: Any,
+    backend: str,
+    options: str | None,
+    before_dir: Path | None,
+    train_items: list[str] | None,
 ) -> None:
-    from userturn.train.common import parse_train_model
+    from userturn.train.common import eval_options, parse_train_model
     from userturn.train.evaluate import before_after
 
-    spec = parse_train_model(result.settings["model"])
+    spec, extra = parse_train_model(result.settings["model"]), eval_options(options)
     ba = before_after(
         cfg,
-        spec.base_spec(backend),
-        spec.trained_spec(result.out, result.lora, backend),
+        spec.base_spec(backend, extra),
+        spec.trained_spec(result.out, result.lora, backend, extra),
         result.out / "eval",
         before_dir=before_dir,
         train_items=train_items,
@@ -112,6 +117,9 @@ def sft(
     eval_judge: list[str] = typer.Option(None, "--eval-judge"),
     eval_before: Path = typer.Option(None, "--eval-before", help="Reuse this base run."),
     eval_backend: str = typer.Option("hf", "--eval-backend", help="hf | vllm"),
+    eval_opts: str = typer.Option(
+        None, "--eval-options", help="Backend options for --eval, e.g. batch=32 or tp=2."
+    ),
 ) -> int:
     """SFT on multi-turn conversations with the loss on user, assistant or both turns."""
     from userturn.train.sft import SFTSettings, train_sft
@@ -131,7 +139,7 @@ def sft(
         seed=seed,
     )
     settings.check()
-    _check_backend(model, eval_backend)
+    _check_backend(model, eval_backend, eval_opts)
     cfg = (
         _eval_options(
             None, eval_config, eval_dataset, eval_limit, eval_temperatures, eval_samples, eval_judge
@@ -142,7 +150,7 @@ def sft(
     result = train_sft(settings)
     _print_result(result)
     if cfg is not None:
-        _run_eval(result, cfg, eval_backend, eval_before, None)
+        _run_eval(result, cfg, eval_backend, eval_opts, eval_before, None)
     return 0
 
 
@@ -173,6 +181,9 @@ def dpo(
     eval_judge: list[str] = typer.Option(None, "--eval-judge"),
     eval_before: Path = typer.Option(None, "--eval-before", help="Reuse this base run."),
     eval_backend: str = typer.Option("hf", "--eval-backend", help="hf | vllm"),
+    eval_opts: str = typer.Option(
+        None, "--eval-options", help="Backend options for --eval, e.g. batch=32 or tp=2."
+    ),
 ) -> int:
     """DPO on self-play pairs: genuine vs degenerate user turns of the same context."""
     from userturn.train.dpo import DPOSettings, train_dpo
@@ -194,7 +205,7 @@ def dpo(
         seed=seed,
     )
     settings.check()
-    _check_backend(model, eval_backend)
+    _check_backend(model, eval_backend, eval_opts)
     cfg = (
         _eval_options(
             from_run,
@@ -211,7 +222,42 @@ def dpo(
     result = train_dpo(settings)
     _print_result(result)
     if cfg is not None:
-        _run_eval(result, cfg, eval_backend, eval_before, list(result.data.get("items") or []))
+        _run_eval(
+            result, cfg, eval_backend, eval_opts, eval_before, list(result.data.get("items") or [])
+        )
+    return 0
+
+
+@train_app.command("eval")
+def eval_trained(
+    trained: Path = typer.Option(..., "--trained", help="A train sft/dpo output folder."),
+    eval_config: Path = typer.Option(None, "--eval-config", help="YAML grid."),
+    eval_dataset: list[str] = typer.Option(None, "--eval-dataset"),
+    eval_limit: int = typer.Option(None, "--eval-limit"),
+    eval_temperatures: str = typer.Option(None, "--eval-temperatures"),
+    eval_samples: int = typer.Option(None, "--eval-samples"),
+    eval_judge: list[str] = typer.Option(None, "--eval-judge"),
+    eval_before: Path = typer.Option(None, "--eval-before", help="Reuse this base run."),
+    eval_backend: str = typer.Option("hf", "--eval-backend", help="hf | vllm"),
+    eval_opts: str = typer.Option(None, "--eval-options", help="e.g. batch=32 or tp=2."),
+) -> int:
+    """The --eval step alone, for a model trained earlier (resumes its runs)."""
+    from userturn.train.common import TrainResult
+
+    result = TrainResult.read(trained)
+    _check_backend(result.settings["model"], eval_backend, eval_opts)
+    from_run = result.data.get("from_run")
+    cfg = _eval_options(
+        Path(from_run) if from_run else None,
+        eval_config,
+        eval_dataset,
+        eval_limit,
+        eval_temperatures,
+        eval_samples,
+        eval_judge,
+    )
+    items = list(result.data.get("items") or []) or None
+    _run_eval(result, cfg, eval_backend, eval_opts, eval_before, items)
     return 0
 
 

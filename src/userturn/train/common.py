@@ -14,6 +14,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 from userturn.errors import UserError, missing_extra
 from userturn.spec import parse_spec
@@ -33,16 +34,20 @@ class TrainModel:
     target: str
     options: dict[str, str] = field(default_factory=dict)
 
-    def base_spec(self, kind: str = "hf") -> str:
-        """The probe's spec for the untrained model (the "before")."""
-        return _spec(kind, self.target, self._options(kind))
+    def base_spec(self, kind: str = "hf", extra: dict[str, str] | None = None) -> str:
+        """The probe's spec for the untrained model (the "before"). ``extra`` adds
+        backend options for the evaluation runs (e.g. ``batch=32``, ``tp=2``)."""
+        return _spec(kind, self.target, {**self._options(kind), **(extra or {})})
 
-    def trained_spec(self, out: Path, lora: bool, kind: str = "hf") -> str:
+    def trained_spec(
+        self, out: Path, lora: bool, kind: str = "hf", extra: dict[str, str] | None = None
+    ) -> str:
         """The probe's spec for the trained model (the "after"), on the hf backend or
         on vLLM (which serves a LoRA adapter with ``?adapter=`` too)."""
+        opts = {**self._options(kind), **(extra or {})}
         if lora:
-            return _spec(kind, self.target, {**self._options(kind), "adapter": str(out.resolve())})
-        return _spec(kind, str(out.resolve()), self._options(kind))
+            return _spec(kind, self.target, {**opts, "adapter": str(out.resolve())})
+        return _spec(kind, str(out.resolve()), opts)
 
     def _options(self, kind: str) -> dict[str, str]:
         if kind not in EVAL_BACKENDS:
@@ -55,6 +60,19 @@ class TrainModel:
             if kind == "hf"
             else {k: v for k, v in self.options.items() if k == "dtype"}
         )
+
+
+def eval_options(text: str | None) -> dict[str, str]:
+    """``--eval-options "batch=32&dtype=bfloat16"``: backend options for both eval runs."""
+    if not text:
+        return {}
+    opts = dict(parse_qsl(text, keep_blank_values=True))
+    if not opts or "adapter" in opts or any(not k for k in opts):
+        raise UserError(
+            f"expected key=value&key=value backend options (no adapter), got {text!r}",
+            field="eval-options",
+        )
+    return opts
 
 
 def _spec(kind: str, target: str, options: dict[str, str]) -> str:
@@ -182,6 +200,19 @@ class TrainResult:
         path = self.out / TRAIN_FILE
         path.write_text(json.dumps(self.to_json(), indent=2, default=str) + "\n", encoding="utf-8")
         return path
+
+    @classmethod
+    def read(cls, out: Path) -> TrainResult:
+        """A finished training folder (to evaluate it again without retraining)."""
+        path = out / TRAIN_FILE
+        if not path.is_file():
+            raise UserError("not a training output folder (no train.json)", file=str(out))
+        try:
+            d = json.loads(path.read_text(encoding="utf-8"))
+            d["out"] = out  # the folder may have moved since training
+            return cls(**d)
+        except (json.JSONDecodeError, TypeError) as exc:
+            raise UserError(f"unreadable train.json: {exc}", file=str(path)) from exc
 
 
 def save_trained(model: Any, tokenizer: Any, out: Path, lora: bool) -> None:
