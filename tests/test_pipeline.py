@@ -170,13 +170,15 @@ def _count(db: Path) -> int:
 
 def test_sigkill_resumes_without_loss_or_duplicates(tmp_path: Path) -> None:
     out = tmp_path / "killed"
+    items, samples = 3, 2
+    total = items * (1 + samples)  # T=0 takes one sample, T=1.0 takes `samples`
     args = [
         "--limit",
-        "4",
+        str(items),
         "--temperatures",
         "0,1.0",
         "--samples",
-        "2",
+        str(samples),
         "--judge",
         "rules",
         "--max-answer-tokens",
@@ -200,12 +202,12 @@ def test_sigkill_resumes_without_loss_or_duplicates(tmp_path: Path) -> None:
     con = sqlite3.connect(db)
     kept = dict(con.execute("SELECT key, data FROM user_turns").fetchall())
     con.close()
-    assert 0 < len(kept) < 9, "kill landed mid-run"
+    assert 0 < len(kept) < total, "kill landed mid-run"
     assert main(["run", *args]) == 0
     stats = json.loads((out / "run_stats.json").read_text())
-    assert stats["reused"] == len(kept) and stats["generated"] == 9 - len(kept)
+    assert stats["reused"] == len(kept) and stats["generated"] == total - len(kept)
     con = sqlite3.connect(db)
     rows = dict(con.execute("SELECT key, data FROM user_turns").fetchall())
     con.close()
-    assert len(rows) == 9 and all(rows[k] == v for k, v in kept.items())
-    assert len({r["id"] for r in records(out)}) == 9
+    assert len(rows) == total and all(rows[k] == v for k, v in kept.items())
+    assert len({r["id"] for r in records(out)}) == total
