@@ -27,8 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
-from sklearn.metrics import cohen_kappa_score, confusion_matrix
 
 from userturn.datasets.base import read_jsonl
 from userturn.errors import UserError
@@ -96,6 +94,10 @@ def read_labels(path: Path, cell_key: str | None = "cell") -> dict[str, LabelRow
 
 def _kappa(a: Iterable[Any], b: Iterable[Any], labels: list[Any] | None = None) -> float | None:
     """scikit-learn's κ; None where it is undefined (one class on both sides)."""
+    # scikit-learn and scipy are imported where used: together they add ~1 s to every
+    # CLI start, and most commands never compute agreement.
+    from sklearn.metrics import cohen_kappa_score
+
     with warnings.catch_warnings():  # undefined κ is reported as None, not warned about
         warnings.simplefilter("ignore")
         value = float(cohen_kappa_score(list(a), list(b), labels=labels))
@@ -122,6 +124,8 @@ def bootstrap_kappa(
 
 
 def _matrix(a: list[Any], b: list[Any], labels: list[Any]) -> list[list[int]]:
+    from sklearn.metrics import confusion_matrix
+
     with warnings.catch_warnings():  # one label on both sides is a fine 1x1 matrix
         warnings.simplefilter("ignore")
         return [[int(x) for x in row] for row in confusion_matrix(a, b, labels=labels)]
@@ -130,6 +134,8 @@ def _matrix(a: list[Any], b: list[Any], labels: list[Any]) -> list[list[int]]:
 def _corr(xs: list[float], ys: list[float]) -> dict[str, float | None]:
     if len(xs) < 3 or len(set(xs)) < 2 or len(set(ys)) < 2:
         return {}  # undefined: too few cells, or a constant rate
+    from scipy import stats
+
     res = stats.pearsonr(xs, ys), stats.spearmanr(xs, ys)
     return {
         "pearson": float(res[0][0]),

@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats as sstats
-from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
 
 from userturn.store import Store
 
@@ -39,6 +37,10 @@ ItemCounts = list[tuple[int, int]]
 def wilson(k: int, n: int) -> CI:
     if n == 0:
         return None, None
+    # statsmodels (and the scipy.stats it pulls in) costs ~1.3 s to import; importing it
+    # here keeps `userturn --help`, `list` and `render` instant.
+    from statsmodels.stats.proportion import proportion_confint
+
     lo, hi = proportion_confint(k, n, alpha=0.05, method="wilson")
     return float(lo), float(hi)
 
@@ -103,6 +105,8 @@ def newcombe_diff(k1: int, n1: int, k2: int, n2: int) -> CI:
     """Newcombe's hybrid-score CI of p1 - p2 for independent proportions (one sample each)."""
     if n1 == 0 or n2 == 0:
         return None, None
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
     lo, hi = confint_proportions_2indep(k1, n1, k2, n2, method="newcomb", compare="diff")
     return float(lo), float(hi)
 
@@ -416,6 +420,8 @@ def correlation(xs: list[float], ys: list[float]) -> dict[str, Any]:
     elif len(set(xs)) < 2 or len(set(ys)) < 2:
         out["note"] = "undefined: accuracy or rate is constant across points"
     else:
+        from scipy import stats as sstats
+
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             pr = sstats.pearsonr(xs, ys)
