@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,78 @@ def lora_config(r: int, alpha: int, dropout: float = 0.05) -> Any:
         target_modules="all-linear",
         task_type="CAUSAL_LM",
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainSettings:
+    """The budget and LoRA knobs SFT and DPO share (each overrides its own defaults)."""
+
+    model: str
+    out: Path
+    lora: bool = True
+    max_steps: int = 50
+    max_length: int = 512
+    batch_size: int = 4
+    grad_accum: int = 1
+    learning_rate: float = 2e-4
+    lora_r: int = 16
+    lora_alpha: int = 32
+    seed: int = 0
+
+    def check_budget(self, *extra: str) -> None:
+        """Counts must be >= 1 and the learning rate > 0, named as the CLI flag."""
+        for name in ("max_steps", "max_length", "batch_size", "grad_accum", *extra):
+            if getattr(self, name) < 1:
+                raise UserError("must be >= 1", field=name.replace("_", "-"))
+        if self.learning_rate <= 0:
+            raise UserError("must be > 0", field="learning-rate")
+        parse_train_model(self.model)
+
+    def trl_args(self) -> dict[str, Any]:
+        return trainer_args(
+            self.out,
+            max_steps=self.max_steps,
+            batch_size=self.batch_size,
+            grad_accum=self.grad_accum,
+            learning_rate=self.learning_rate,
+            seed=self.seed,
+            max_length=self.max_length,
+        )
+
+    def peft_config(self) -> Any:
+        return lora_config(self.lora_r, self.lora_alpha) if self.lora else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self).items()}
+
+
+def finish_training(
+    method: str,
+    trainer: Any,
+    tokenizer: Any,
+    spec: TrainModel,
+    settings: TrainSettings,
+    data: dict[str, Any],
+    started: float,
+) -> TrainResult:
+    """After ``trainer.train()``: check the losses, save, write and return ``train.json``."""
+    losses = logged_losses(trainer.state.log_history)
+    check_finite(losses)
+    save_trained(trainer.model, tokenizer, settings.out, settings.lora)
+    result = TrainResult(
+        method=method,
+        out=settings.out,
+        base_spec=spec.base_spec(),
+        trained_spec=spec.trained_spec(settings.out, settings.lora),
+        lora=settings.lora,
+        steps=int(trainer.state.global_step),
+        losses=losses,
+        settings=settings.to_json(),
+        data=data,
+        seconds=round(time.monotonic() - started, 1),
+    )
+    result.write()
+    return result
 
 
 def trainer_args(

@@ -24,13 +24,10 @@ from userturn.errors import UserError
 from userturn.hfmodel import load_hf
 from userturn.train.common import (
     TrainResult,
-    check_finite,
-    logged_losses,
-    lora_config,
+    TrainSettings,
+    finish_training,
     parse_train_model,
     require_train_extra,
-    save_trained,
-    trainer_args,
 )
 from userturn.train.data import template_from_tokenizer
 from userturn.train.pairs import PairStats, pairs_from_run
@@ -38,40 +35,24 @@ from userturn.train.pairs import PairStats, pairs_from_run
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class DPOSettings:
-    model: str
-    out: Path
+@dataclass(frozen=True, kw_only=True)
+class DPOSettings(TrainSettings):
     from_run: Path | None = None
     pairs_file: Path | None = None
     judge: str | None = None
-    lora: bool = True
     max_steps: int = 30
     max_pairs_per_context: int = 4
     max_length: int = 768
     batch_size: int = 2
-    grad_accum: int = 1
     learning_rate: float = 5e-5
     beta: float = 0.1
-    lora_r: int = 16
-    lora_alpha: int = 32
-    seed: int = 0
 
     def check(self) -> None:
         if (self.from_run is None) == (self.pairs_file is None):
             raise UserError("give exactly one of --from-run DIR or --pairs FILE", field="from-run")
-        for name in (
-            "max_steps",
-            "max_pairs_per_context",
-            "max_length",
-            "batch_size",
-            "grad_accum",
-        ):
-            if getattr(self, name) < 1:
-                raise UserError("must be >= 1", field=name.replace("_", "-"))
-        if self.learning_rate <= 0 or self.beta <= 0:
-            raise UserError("learning rate and beta must be > 0", field="learning-rate")
-        parse_train_model(self.model)
+        if self.beta <= 0:
+            raise UserError("must be > 0", field="beta")
+        self.check_budget("max_pairs_per_context")
 
 
 def load_pairs(settings: DPOSettings) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -148,50 +129,19 @@ def train_dpo(settings: DPOSettings) -> TrainResult:
     )
     model.train()
     rows = dpo_rows(template_from_tokenizer(tokenizer, spec.target), pairs)
-    args = DPOConfig(
-        beta=settings.beta,
-        **trainer_args(
-            settings.out,
-            max_steps=settings.max_steps,
-            batch_size=settings.batch_size,
-            grad_accum=settings.grad_accum,
-            learning_rate=settings.learning_rate,
-            seed=settings.seed,
-            max_length=settings.max_length,
-        ),
-    )
     trainer = DPOTrainer(
         model=model,
-        args=args,
+        args=DPOConfig(beta=settings.beta, **settings.trl_args()),
         train_dataset=datasets.Dataset.from_list(rows),
         processing_class=tokenizer,
-        peft_config=lora_config(settings.lora_r, settings.lora_alpha) if settings.lora else None,
+        peft_config=settings.peft_config(),
     )
     trainer.train()
-    losses = logged_losses(trainer.state.log_history)
-    check_finite(losses)
-    save_trained(trainer.model, tokenizer, settings.out, settings.lora)
+    settings.out.mkdir(parents=True, exist_ok=True)
     settings.out.joinpath("pairs.jsonl").write_text(
         "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs), encoding="utf-8"
     )
-    result = TrainResult(
-        method="dpo",
-        out=settings.out,
-        base_spec=spec.base_spec(),
-        trained_spec=spec.trained_spec(settings.out, settings.lora),
-        lora=settings.lora,
-        steps=int(trainer.state.global_step),
-        losses=losses,
-        settings=_jsonable(asdict(settings)),
-        data=info,
-        seconds=round(time.monotonic() - started, 1),
-    )
-    result.write()
-    return result
-
-
-def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: str(v) if isinstance(v, Path) else v for k, v in d.items()}
+    return finish_training("dpo", trainer, tokenizer, spec, settings, info, started)
 
 
 __all__ = ["DPOSettings", "PairStats", "dpo_rows", "load_pairs", "train_dpo"]

@@ -13,20 +13,16 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from userturn.errors import UserError
 from userturn.hfmodel import load_hf
 from userturn.train.common import (
     TrainResult,
-    check_finite,
-    logged_losses,
-    lora_config,
+    TrainSettings,
+    finish_training,
     parse_train_model,
     require_train_extra,
-    save_trained,
-    trainer_args,
 )
 from userturn.train.data import (
     LOSS_ON,
@@ -42,34 +38,18 @@ from userturn.train.data import (
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class SFTSettings:
-    model: str
+@dataclass(frozen=True, kw_only=True)
+class SFTSettings(TrainSettings):
     data: str
     loss_on: LossOn
-    out: Path
-    lora: bool = True
-    max_steps: int = 50
     max_examples: int = 256
-    max_length: int = 512
-    batch_size: int = 4
-    grad_accum: int = 1
-    learning_rate: float = 2e-4
-    lora_r: int = 16
-    lora_alpha: int = 32
-    seed: int = 0
 
     def check(self) -> None:
         if self.loss_on not in LOSS_ON:
             raise UserError(
                 f"expected one of {', '.join(LOSS_ON)}, got {self.loss_on!r}", field="loss-on"
             )
-        for name in ("max_steps", "max_examples", "max_length", "batch_size", "grad_accum"):
-            if getattr(self, name) < 1:
-                raise UserError("must be >= 1", field=name.replace("_", "-"))
-        if self.learning_rate <= 0:
-            raise UserError("must be > 0", field="learning-rate")
-        parse_train_model(self.model)
+        self.check_budget("max_examples")
         check_source(self.data)
 
 
@@ -117,39 +97,12 @@ def train_sft(settings: SFTSettings) -> TrainResult:
     train_ds = datasets.Dataset.from_list(
         [{"input_ids": e.input_ids, "labels": e.labels} for e in examples]
     )
-    args = SFTConfig(
-        **trainer_args(
-            settings.out,
-            max_steps=settings.max_steps,
-            batch_size=settings.batch_size,
-            grad_accum=settings.grad_accum,
-            learning_rate=settings.learning_rate,
-            seed=settings.seed,
-            max_length=settings.max_length,
-        )
-    )
     trainer = SFTTrainer(
         model=model,
-        args=args,
+        args=SFTConfig(**settings.trl_args()),
         train_dataset=train_ds,
         processing_class=tokenizer,
-        peft_config=lora_config(settings.lora_r, settings.lora_alpha) if settings.lora else None,
+        peft_config=settings.peft_config(),
     )
     trainer.train()
-    losses = logged_losses(trainer.state.log_history)
-    check_finite(losses)
-    save_trained(trainer.model, tokenizer, settings.out, settings.lora)
-    result = TrainResult(
-        method="sft",
-        out=settings.out,
-        base_spec=spec.base_spec(),
-        trained_spec=spec.trained_spec(settings.out, settings.lora),
-        lora=settings.lora,
-        steps=int(trainer.state.global_step),
-        losses=losses,
-        settings={**asdict(settings), "out": str(settings.out)},
-        data=asdict(stats),
-        seconds=round(time.monotonic() - started, 1),
-    )
-    result.write()
-    return result
+    return finish_training("sft", trainer, tokenizer, spec, settings, asdict(stats), started)
