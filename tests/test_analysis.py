@@ -96,6 +96,16 @@ def test_k_samples_use_cluster_bootstrap_and_count_unparseable(cells: list[A.Cel
     assert sum(j["labels"].values()) == j["n"]
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 50, 1000])
+def test_closed_form_wilson_equals_statsmodels(n: int) -> None:
+    for k in range(n + 1):
+        lo, hi = A.wilson(k, n)
+        ref_lo, ref_hi = proportion_confint(k, n, alpha=0.05, method="wilson")
+        assert lo == pytest.approx(float(ref_lo), abs=1e-12)
+        assert hi == pytest.approx(float(ref_hi), abs=1e-12)
+    assert A.wilson(0, 0) == (None, None)
+
+
 def test_cluster_bootstrap_is_wider_than_wilson_for_clustered_data() -> None:
     # 10 items, each all-genuine or all-not over 10 samples: effective n is 10, not 100.
     per_item = [(10, 10)] * 5 + [(0, 10)] * 5

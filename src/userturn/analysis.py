@@ -21,6 +21,7 @@ import warnings
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -34,15 +35,25 @@ ItemCounts = list[tuple[int, int]]
 
 
 # intervals ------------------------------------------------------------------------------
+_Z95 = NormalDist().inv_cdf(0.975)
+
+
 def wilson(k: int, n: int) -> CI:
+    """Wilson score 95% interval, in closed form.
+
+    The same numbers as ``statsmodels``' ``proportion_confint(method="wilson")`` (tested to
+    1e-12 on every k of several n), written out because importing statsmodels (and the
+    scipy.stats and pandas it pulls in) costs ~1.4 s, which was more than half of a
+    zero-call re-run of a finished 1,000-record run (P4). The rarer intervals
+    (Newcombe differences, correlations) still come from statsmodels and scipy.
+    """
     if n == 0:
         return None, None
-    # statsmodels (and the scipy.stats it pulls in) costs ~1.3 s to import; importing it
-    # here keeps `userturn --help`, `list` and `render` instant.
-    from statsmodels.stats.proportion import proportion_confint
-
-    lo, hi = proportion_confint(k, n, alpha=0.05, method="wilson")
-    return float(lo), float(hi)
+    z2 = _Z95 * _Z95
+    p = k / n
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = _Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def _percentile_ci(values: np.ndarray) -> CI:
