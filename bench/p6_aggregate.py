@@ -25,21 +25,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from userturn.types import LABELS
+
 MODELS = ["qwen3.5-0.8b", "qwen3.5-9b", "gpt-oss-20b", "glm-4.7", "smollm2-135m"]
 DATASETS = ["gsm8k", "ifbench"]
 TEMPS = [0.0, 0.3, 0.7, 1.0]
 PERTS = ["none", "truncate:0.5", "append-question:Does that make sense?"]
 K = 3
-LABELS = [
-    "previous_turn_restate",
-    "assistant_turn_restate",
-    "meta_planning",
-    "new_task_prompt",
-    "malformed_artifact",
-    "degenerate_short",
-    "plausible_followup",
-    "other",
-]
 
 
 def build(path: Path, n_records: int, seed: int = 0) -> int:

@@ -14,29 +14,10 @@ import pytest
 from scipy import stats
 from statsmodels.stats.proportion import proportion_confint
 
+from contract import CELL_KEYS
 from synthetic_runs import Spec, build_run, default_outcome
 from userturn import analysis as A
 from userturn.store import Store
-
-CELL_KEYS = {
-    "model",
-    "dataset",
-    "temperature",
-    "perturbation",
-    "judge",
-    "family",
-    "n_total",
-    "n",
-    "genuine",
-    "rate",
-    "ci_low",
-    "ci_high",
-    "unparseable",
-    "errors",
-    "accuracy",
-    "answers_truncated",
-    "labels",
-}
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from contract import CELL_KEYS, RECORD_KEYS, STATS_KEYS
 from userturn.cli import main
 
 FLAGS = [
@@ -33,55 +34,6 @@ FLAGS = [
     "--max-user-tokens",
     "24",
 ]
-CELL_KEYS = {
-    "model",
-    "dataset",
-    "temperature",
-    "perturbation",
-    "judge",
-    "family",
-    "n_total",
-    "n",
-    "genuine",
-    "rate",
-    "ci_low",
-    "ci_high",
-    "unparseable",
-    "errors",
-    "accuracy",
-    "answers_truncated",
-    "labels",
-}
-RECORD_KEYS = {
-    "id",
-    "item_id",
-    "model",
-    "family",
-    "dataset",
-    "temperature",
-    "sample",
-    "seed",
-    "perturbation",
-    "messages",
-    "answer",
-    "correct",
-    "answer_finish",
-    "user_turn",
-    "user_finish",
-    "prompt_sha",
-    "template_sha",
-    "reference_turn",
-    "judgments",
-}
-STATS_KEYS = {
-    "generated",
-    "reused",
-    "model_calls",
-    "judge_calls",
-    "judged",
-    "prompt_tokens_evaluated",
-    "prompt_tokens_reused",
-}
 
 
 def records(out: Path) -> list[dict[str, Any]]:

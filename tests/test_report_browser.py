@@ -21,24 +21,14 @@ from typing import Any
 
 import pytest
 
+from browser_helpers import chromium
 from synthetic_runs import EVIL, Spec, build_run
 from userturn.cli import main
 from userturn.plots import PLOTS
 
 pytestmark = pytest.mark.browser
-sync_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 TABLES = [
     "accuracy_followup",
     "temperature_sweep",
@@ -51,22 +41,8 @@ TABLES = [
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.fail("no /usr/bin/chromium: run `make setup-test` (apt-get install chromium)")
-    profile = tmp_path_factory.mktemp("profile")
-    with sync_api.sync_playwright() as pw:
-        ctx = pw.chromium.launch_persistent_context(
-            str(profile),
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=ARGS,
-            viewport={"width": 1280, "height": 900},
-        )
-        ctx.set_default_timeout(20_000)
-        try:
-            yield ctx
-        finally:
-            ctx.close()
+    with chromium(tmp_path_factory.mktemp("profile"), height=900, timeout_ms=20_000) as ctx:
+        yield ctx
 
 
 @pytest.fixture()

@@ -4,8 +4,10 @@ A real run (embedded model, tiny budgets) is exported to a packet; ``userturn an
 serve`` runs as a subprocess on a free 127.0.0.1 port; Playwright drives Debian's
 headless Chromium. Two annotators label by keyboard; the page is reloaded and the server
 is killed with SIGKILL and restarted, and nothing is lost (DB and UI progress). Every
-byte the browser receives is checked for the run's hidden markers. The screenshot for the
-README is written to docs/annotate-ui.png. The labels are imported and compared with the
+byte the browser receives is checked for the run's hidden markers. A screenshot is taken
+mid-labelling; with ``USERTURN_UPDATE_SCREENSHOT=1`` it replaces the README's
+docs/annotate-ui.png (otherwise it stays in the test's tmp dir, so a test run never
+dirties the tree). The labels are imported and compared with the
 rules judge by ``userturn agree``.
 
 Needs /usr/bin/chromium (``make test`` installs it: apt-get install chromium).
@@ -15,6 +17,7 @@ Run: ``.venv/bin/python -m pytest tests/annotate/test_annotate_browser.py -q``
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections.abc import Iterator
 from contextlib import redirect_stdout
@@ -25,6 +28,7 @@ from typing import Any
 import pytest
 from annotate_helpers import MARKERS, Server
 
+from browser_helpers import chromium
 from userturn.annotate import ExportOptions, export_packet
 from userturn.annotate.db import AnnotationDB
 from userturn.cli import main
@@ -36,37 +40,13 @@ pytestmark = pytest.mark.browser
 sync_api = pytest.importorskip("playwright.sync_api")
 expect = sync_api.expect
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "annotate-ui.png"
+DOCS_SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "annotate-ui.png"
 
 
 @pytest.fixture()
 def browser_page(tmp_path: Path) -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.fail("no /usr/bin/chromium: run `make setup-test` (apt-get install chromium)")
-    with sync_api.sync_playwright() as pw:
-        ctx = pw.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=ARGS,
-            viewport={"width": 1280, "height": 820},
-        )
-        ctx.set_default_timeout(15_000)
-        try:
-            yield ctx.pages[0] if ctx.pages else ctx.new_page()
-        finally:
-            ctx.close()
+    with chromium(tmp_path / "profile", height=820, timeout_ms=15_000) as ctx:
+        yield ctx.pages[0] if ctx.pages else ctx.new_page()
 
 
 class Spy:
@@ -202,8 +182,10 @@ def test_label_in_a_browser_then_import_and_agree(
         page.click("#note")
         page.keyboard.type("close call between 1 and 4")
         page.keyboard.press("Escape")
-        SCREENSHOT.parent.mkdir(exist_ok=True)
-        page.screenshot(path=str(SCREENSHOT))
+        update = os.environ.get("USERTURN_UPDATE_SCREENSHOT") == "1"
+        shot = DOCS_SCREENSHOT if update else tmp_path / "annotate-ui.png"
+        page.screenshot(path=str(shot))
+        assert shot.stat().st_size > 0
         page.keyboard.press("Enter")
         wait_progress(page, 4, 8)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -20,11 +20,11 @@ console = Console(highlight=False)
 def _eval_options(
     ctx_from_run: Path | None,
     eval_config: Path | None,
-    datasets: list[str],
+    datasets: list[str] | None,
     limit: int | None,
     temperatures: str | None,
     samples: int | None,
-    judges: list[str],
+    judges: list[str] | None,
 ) -> Any:
     from userturn.cli.run_cmd import _floats
     from userturn.train.evaluate import eval_config as build
@@ -93,6 +93,24 @@ def _run_eval(
 
 EVAL_HELP = "Afterwards, run the probe grid on the base and the trained model and compare."
 
+# The evaluation flags, declared once for `train sft --eval`, `train dpo --eval` and
+# `train eval`, so the three commands can't drift apart.
+EvalConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--eval-config", help="YAML grid (default for dpo/eval: the probe run's)."),
+]
+EvalDatasetOpt = Annotated[list[str] | None, typer.Option("--eval-dataset")]
+EvalLimitOpt = Annotated[int | None, typer.Option("--eval-limit")]
+EvalTemperaturesOpt = Annotated[str | None, typer.Option("--eval-temperatures")]
+EvalSamplesOpt = Annotated[int | None, typer.Option("--eval-samples")]
+EvalJudgeOpt = Annotated[list[str] | None, typer.Option("--eval-judge")]
+EvalBeforeOpt = Annotated[Path | None, typer.Option("--eval-before", help="Reuse this base run.")]
+EvalBackendOpt = Annotated[str, typer.Option("--eval-backend", help="hf | vllm")]
+EvalOptionsOpt = Annotated[
+    str | None,
+    typer.Option("--eval-options", help="Backend options for the evaluation: batch=32, tp=2."),
+]
+
 
 @train_app.command("sft")
 def sft(
@@ -109,17 +127,15 @@ def sft(
     learning_rate: float = typer.Option(2e-4, "--learning-rate"),
     seed: int = typer.Option(0, "--seed"),
     run_eval: bool = typer.Option(False, "--eval", help=EVAL_HELP),
-    eval_config: Path = typer.Option(None, "--eval-config", help="YAML grid for --eval."),
-    eval_dataset: list[str] = typer.Option(None, "--eval-dataset"),
-    eval_limit: int = typer.Option(None, "--eval-limit"),
-    eval_temperatures: str = typer.Option(None, "--eval-temperatures"),
-    eval_samples: int = typer.Option(None, "--eval-samples"),
-    eval_judge: list[str] = typer.Option(None, "--eval-judge"),
-    eval_before: Path = typer.Option(None, "--eval-before", help="Reuse this base run."),
-    eval_backend: str = typer.Option("hf", "--eval-backend", help="hf | vllm"),
-    eval_opts: str = typer.Option(
-        None, "--eval-options", help="Backend options for --eval, e.g. batch=32 or tp=2."
-    ),
+    eval_config: EvalConfigOpt = None,
+    eval_dataset: EvalDatasetOpt = None,
+    eval_limit: EvalLimitOpt = None,
+    eval_temperatures: EvalTemperaturesOpt = None,
+    eval_samples: EvalSamplesOpt = None,
+    eval_judge: EvalJudgeOpt = None,
+    eval_before: EvalBeforeOpt = None,
+    eval_backend: EvalBackendOpt = "hf",
+    eval_opts: EvalOptionsOpt = None,
 ) -> int:
     """SFT on multi-turn conversations with the loss on user, assistant or both turns."""
     from userturn.train.sft import SFTSettings, train_sft
@@ -171,19 +187,15 @@ def dpo(
     beta: float = typer.Option(0.1, "--beta"),
     seed: int = typer.Option(0, "--seed"),
     run_eval: bool = typer.Option(False, "--eval", help=EVAL_HELP),
-    eval_config: Path = typer.Option(
-        None, "--eval-config", help="YAML grid for --eval (default: the run's)."
-    ),
-    eval_dataset: list[str] = typer.Option(None, "--eval-dataset"),
-    eval_limit: int = typer.Option(None, "--eval-limit"),
-    eval_temperatures: str = typer.Option(None, "--eval-temperatures"),
-    eval_samples: int = typer.Option(None, "--eval-samples"),
-    eval_judge: list[str] = typer.Option(None, "--eval-judge"),
-    eval_before: Path = typer.Option(None, "--eval-before", help="Reuse this base run."),
-    eval_backend: str = typer.Option("hf", "--eval-backend", help="hf | vllm"),
-    eval_opts: str = typer.Option(
-        None, "--eval-options", help="Backend options for --eval, e.g. batch=32 or tp=2."
-    ),
+    eval_config: EvalConfigOpt = None,
+    eval_dataset: EvalDatasetOpt = None,
+    eval_limit: EvalLimitOpt = None,
+    eval_temperatures: EvalTemperaturesOpt = None,
+    eval_samples: EvalSamplesOpt = None,
+    eval_judge: EvalJudgeOpt = None,
+    eval_before: EvalBeforeOpt = None,
+    eval_backend: EvalBackendOpt = "hf",
+    eval_opts: EvalOptionsOpt = None,
 ) -> int:
     """DPO on self-play pairs: genuine vs degenerate user turns of the same context."""
     from userturn.train.dpo import DPOSettings, train_dpo
@@ -231,15 +243,15 @@ def dpo(
 @train_app.command("eval")
 def eval_trained(
     trained: Path = typer.Option(..., "--trained", help="A train sft/dpo output folder."),
-    eval_config: Path = typer.Option(None, "--eval-config", help="YAML grid."),
-    eval_dataset: list[str] = typer.Option(None, "--eval-dataset"),
-    eval_limit: int = typer.Option(None, "--eval-limit"),
-    eval_temperatures: str = typer.Option(None, "--eval-temperatures"),
-    eval_samples: int = typer.Option(None, "--eval-samples"),
-    eval_judge: list[str] = typer.Option(None, "--eval-judge"),
-    eval_before: Path = typer.Option(None, "--eval-before", help="Reuse this base run."),
-    eval_backend: str = typer.Option("hf", "--eval-backend", help="hf | vllm"),
-    eval_opts: str = typer.Option(None, "--eval-options", help="e.g. batch=32 or tp=2."),
+    eval_config: EvalConfigOpt = None,
+    eval_dataset: EvalDatasetOpt = None,
+    eval_limit: EvalLimitOpt = None,
+    eval_temperatures: EvalTemperaturesOpt = None,
+    eval_samples: EvalSamplesOpt = None,
+    eval_judge: EvalJudgeOpt = None,
+    eval_before: EvalBeforeOpt = None,
+    eval_backend: EvalBackendOpt = "hf",
+    eval_opts: EvalOptionsOpt = None,
 ) -> int:
     """The --eval step alone, for a model trained earlier (resumes its runs)."""
     from userturn.train.common import TrainResult
