@@ -16,14 +16,13 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+from shared_files import SHARED
 
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     if not SHARED.is_dir():
-        pytest.skip(f"shared/ not found beside the repo at {SHARED}")
+        pytest.skip(f"shared/ not found at {SHARED} (set USERTURN_SHARED)")
     return SHARED
 
 

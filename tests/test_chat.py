@@ -6,10 +6,10 @@ Run: ``.venv/bin/python -m pytest tests/test_chat.py -q``
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
 
 import pytest
 
+from shared_files import SHARED
 from userturn.chat import (
     ChatTemplate,
     derive_markers,
@@ -20,7 +20,7 @@ from userturn.chat import (
 )
 from userturn.errors import UserError
 
-TEMPLATES = Path(__file__).resolve().parents[1].parent / "shared" / "chat_templates"
+TEMPLATES = SHARED / "chat_templates"
 DATE = dt.date(2026, 11, 29)
 
 # file -> (bos, eos, exact user header, a marker that must be among the user-turn stops)
