@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from shared_files import SHARED
 from userturn.errors import UserError
 from userturn.judges.rules import (
     RulesJudge,
@@ -27,7 +28,7 @@ from userturn.spec import Spec
 from userturn.types import LABELS, JudgeInput, Judgment
 
 FIXTURES = Path(__file__).parent / "fixtures" / "rules_cases.jsonl"
-DEV = Path(__file__).resolve().parents[3] / "shared" / "judge_dev.jsonl"
+DEV = SHARED / "judge_dev.jsonl"
 KAPPA_FLOOR = 0.7
 """In-sample κ on dev is 0.81 with the shipped thresholds; a drop below this is a bug."""
 
@@ -48,7 +49,7 @@ def judge() -> RulesJudge:
 @pytest.fixture(scope="module")
 def dev_rows() -> list[dict[str, Any]]:
     if not DEV.exists():
-        pytest.skip(f"{DEV} not found: shared/ must be checked out next to the repository")
+        pytest.skip(f"{DEV} not found: check out shared/ beside the repo or set USERTURN_SHARED")
     return _rows(DEV)
 
 
