@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from userturn import assets
-from userturn.agree import LabelRow, agreement
+from userturn.analysis.agree import LabelRow, agreement
 from userturn.judges import load_judge
 from userturn.types import JudgeInput, Judgment
 

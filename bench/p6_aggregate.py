@@ -116,7 +116,8 @@ def _judge(store: object, rng: random.Random, key: str) -> None:
 
 
 def aggregate(path: Path) -> dict[str, float]:
-    from userturn.analysis import analyze, summary_cells
+    from userturn.analysis.cells import summary_cells
+    from userturn.analysis.views import analyze
     from userturn.store import Store
 
     store = Store(path)

@@ -16,7 +16,7 @@ import pytest
 from scipy import stats
 from sklearn.metrics import cohen_kappa_score, confusion_matrix
 
-from userturn.agree import LabelRow, agreement, bootstrap_kappa, disagreement_slice
+from userturn.analysis.agree import LabelRow, agreement, bootstrap_kappa, disagreement_slice
 from userturn.cli import main
 from userturn.store import Store, UserTurnRow
 from userturn.types import LABELS

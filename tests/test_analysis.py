@@ -16,7 +16,9 @@ from statsmodels.stats.proportion import proportion_confint
 
 from contract import CELL_KEYS
 from synthetic_runs import Spec, build_run, default_outcome
-from userturn import analysis as A
+from userturn.analysis import cells as A
+from userturn.analysis import intervals as I
+from userturn.analysis import views as V
 from userturn.store import Store
 
 
@@ -80,24 +82,24 @@ def test_k_samples_use_cluster_bootstrap_and_count_unparseable(cells: list[A.Cel
 @pytest.mark.parametrize("n", [1, 2, 3, 7, 50, 1000])
 def test_closed_form_wilson_equals_statsmodels(n: int) -> None:
     for k in range(n + 1):
-        lo, hi = A.wilson(k, n)
+        lo, hi = I.wilson(k, n)
         ref_lo, ref_hi = proportion_confint(k, n, alpha=0.05, method="wilson")
         assert lo == pytest.approx(float(ref_lo), abs=1e-12)
         assert hi == pytest.approx(float(ref_hi), abs=1e-12)
-    assert A.wilson(0, 0) == (None, None)
+    assert I.wilson(0, 0) == (None, None)
 
 
 def test_cluster_bootstrap_is_wider_than_wilson_for_clustered_data() -> None:
     # 10 items, each all-genuine or all-not over 10 samples: effective n is 10, not 100.
     per_item = [(10, 10)] * 5 + [(0, 10)] * 5
-    lo, hi = A.cluster_bootstrap(per_item)
-    wlo, whi = A.wilson(50, 100)
+    lo, hi = I.cluster_bootstrap(per_item)
+    wlo, whi = I.wilson(50, 100)
     assert lo is not None and hi is not None and wlo is not None and whi is not None
     assert hi - lo > (whi - wlo) * 1.5
 
 
 def test_accuracy_is_per_distinct_answer(cells: list[A.Cell]) -> None:
-    rows = {(r["model"], r["dataset"]): r for r in A.accuracy_by_model_dataset(cells)}
+    rows = {(r["model"], r["dataset"]): r for r in V.accuracy_by_model_dataset(cells)}
     spec = Spec()
     r = rows[("llama-c", "gsm8k")]
     expected = [spec.correct("llama-c", i) for i in range(spec.items)]
@@ -108,7 +110,7 @@ def test_accuracy_is_per_distinct_answer(cells: list[A.Cell]) -> None:
 
 
 def test_label_distribution_by_family_sums_cells(cells: list[A.Cell]) -> None:
-    fam = {r["family"]: r for r in A.label_distribution(cells, "family")}
+    fam = {r["family"]: r for r in V.label_distribution(cells, "family")}
     qwen = fam["qwen"]
     mine = [c for c in cells if c.family == "qwen"]
     assert qwen["n"] == sum(c.n for c in mine)
@@ -116,11 +118,11 @@ def test_label_distribution_by_family_sums_cells(cells: list[A.Cell]) -> None:
     assert sum(qwen["shares"].values()) == pytest.approx(1.0)
     assert "assistant_turn_restate" not in qwen["labels"]
     with pytest.raises(ValueError):
-        A.label_distribution(cells, "dataset")
+        V.label_distribution(cells, "dataset")
 
 
 def test_perturbation_delta_is_paired_on_items(cells: list[A.Cell]) -> None:
-    deltas = A.perturbation_deltas(cells)
+    deltas = V.perturbation_deltas(cells)
     spec = Spec()
     assert len(deltas) == len(spec.models) * len(spec.datasets) * len(spec.temps)
     d = next(
@@ -140,29 +142,29 @@ def test_perturbation_delta_is_paired_on_items(cells: list[A.Cell]) -> None:
 
 def test_paired_diff_of_identical_conditions_is_zero() -> None:
     a = [(1, 3), (0, 3), (2, 3), (3, 3)]
-    assert A.paired_bootstrap_diff(a, a) == (0.0, 0.0)
-    lo, hi = A.independent_bootstrap_diff(a, a)
+    assert I.paired_bootstrap_diff(a, a) == (0.0, 0.0)
+    lo, hi = I.independent_bootstrap_diff(a, a)
     assert lo is not None and hi is not None and lo < 0 < hi
 
 
 def test_newcombe_matches_statsmodels_and_handles_empty() -> None:
-    lo, hi = A.newcombe_diff(30, 100, 10, 100)
+    lo, hi = I.newcombe_diff(30, 100, 10, 100)
     assert lo is not None and hi is not None and 0 < lo < 0.2 < hi
-    assert A.newcombe_diff(1, 0, 1, 5) == (None, None)
+    assert I.newcombe_diff(1, 0, 1, 5) == (None, None)
 
 
 def test_correlation_against_scipy_and_undefined_cases() -> None:
     xs, ys = [0.1, 0.5, 0.9, 0.3], [0.0, 0.2, 0.1, 0.4]
-    got = A.correlation(xs, ys)
+    got = V.correlation(xs, ys)
     assert got["pearson_r"] == pytest.approx(stats.pearsonr(xs, ys)[0])
     assert got["spearman_rho"] == pytest.approx(stats.spearmanr(xs, ys)[0])
-    assert A.correlation([0.1, 0.2], [0.3, 0.4])["pearson_r"] is None
-    flat = A.correlation([0.5, 0.5, 0.5], [0.1, 0.2, 0.3])
+    assert V.correlation([0.1, 0.2], [0.3, 0.4])["pearson_r"] is None
+    flat = V.correlation([0.5, 0.5, 0.5], [0.1, 0.2, 0.3])
     assert flat["pearson_r"] is None and "constant" in flat["note"]
 
 
 def test_accuracy_followup_correlation_across_models(cells: list[A.Cell]) -> None:
-    rows = A.accuracy_followup_correlation(cells)
+    rows = V.accuracy_followup_correlation(cells)
     pooled = next(r for r in rows if r["temperature"] == 0.7 and r["scope"] == "all datasets")
     # only gsm8k is scored: one point per model
     assert pooled["n_points"] == 3
@@ -210,7 +212,7 @@ def test_item_level_correlation_is_defined_with_two_models(tmp_path: Path) -> No
     build_run(tmp_path, spec, write=False)
     store = Store(tmp_path / "store.sqlite")
     try:
-        rows = A.accuracy_followup_correlation(A.collect_cells(store))
+        rows = V.accuracy_followup_correlation(A.collect_cells(store))
     finally:
         store.close()
     pooled = next(r for r in rows if r["scope"] == "all datasets")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from synthetic_runs import Spec, build_run
+from userturn.analysis.compare import compare_runs, compare_table
 from userturn.cli import main
-from userturn.compare import compare_runs, compare_table
 from userturn.errors import UserError
 
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from synthetic_runs import Spec, build_run
-from userturn import plots
-from userturn.analysis import Analysis, analyze
+from userturn.analysis import plots
+from userturn.analysis.views import Analysis, analyze
 from userturn.store import Store
 
 

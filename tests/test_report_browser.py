@@ -23,8 +23,8 @@ import pytest
 
 from browser_helpers import chromium
 from synthetic_runs import EVIL, Spec, build_run
+from userturn.analysis.plots import PLOTS
 from userturn.cli import main
-from userturn.plots import PLOTS
 
 pytestmark = pytest.mark.browser
 pytest.importorskip("playwright.sync_api")

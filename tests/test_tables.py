@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from synthetic_runs import Spec, build_run
-from userturn import tables as T
-from userturn.analysis import Analysis, analyze
+from userturn.analysis import tables as T
+from userturn.analysis.views import Analysis, analyze
 from userturn.store import Store
 from userturn.types import LABELS
 

@@ -18,7 +18,7 @@ __all__ = ["__version__", "load_run"]
 
 def __getattr__(name: str) -> Any:
     if name == "load_run":
-        from userturn.loading import load_run
+        from userturn.analysis.loading import load_run
 
         return load_run
     raise AttributeError(f"module 'userturn' has no attribute {name!r}")

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from userturn.analysis import summary_cells
+from userturn.analysis.cells import summary_cells
 from userturn.store import Store
 
 STORE_NAME = "store.sqlite"

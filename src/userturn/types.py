@@ -148,3 +148,37 @@ class JudgeInput:
     id: str
     messages: tuple[Message, ...]
     user_turn: str
+
+
+@dataclass(frozen=True)
+class ScoreRequest:
+    """Candidate continuations of one rendered prompt, to be scored by log-likelihood.
+
+    The likelihood probe asks what the model believes comes next under its own user
+    header: ``prompt`` is the exact user-turn prompt the generation probe renders, and
+    each continuation is a candidate user turn plus the template's user end marker.
+    Candidates share the prompt, so a backend evaluates it once and scores each
+    continuation in the prompt's KV prefix.
+    """
+
+    prompt: str
+    continuations: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ContinuationScore:
+    """Log-likelihood of one continuation given the prompt (natural log)."""
+
+    logprob: float
+    """Sum of the continuation tokens' log-probabilities."""
+    n_tokens: int
+    token_logprobs: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class ScoreResult:
+    """Scores for one ``ScoreRequest``, in continuation order, plus cache accounting."""
+
+    scores: tuple[ContinuationScore, ...]
+    prompt_tokens: int = 0
+    prompt_tokens_reused: int = 0

@@ -16,7 +16,7 @@ from pathlib import Path
 from userturn.chat import ChatTemplate
 from userturn.errors import UserError
 from userturn.spec import Spec
-from userturn.types import GenRequest, GenResult
+from userturn.types import GenRequest, GenResult, ScoreRequest, ScoreResult
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,18 @@ class Backend(ABC):
     @abstractmethod
     def generate(self, requests: list[GenRequest]) -> list[GenResult]:
         """Generate for each request, in input order; ``len(seeds)`` samples each."""
+
+    def loglikelihood(self, requests: list[ScoreRequest]) -> list[ScoreResult]:
+        """Score each request's continuations given its prompt, in input order.
+
+        Backends that can read token log-probabilities override this; the rest refuse
+        with one line, so ``userturn likelihood`` fails at startup, not mid-run.
+        """
+        raise UserError(
+            f"backend {self.spec.kind or self.model_id!r} cannot score continuations "
+            "(log-likelihood); use llamacpp, hf, vllm or an openai server with echo+logprobs",
+            field="model",
+        )
 
     def describe(self) -> dict[str, object]:
         """For the manifest: what this backend is and what it honours."""

@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from userturn.agree import (
+from userturn.analysis.agree import (
     BOOTSTRAP_REPS,
     LabelRow,
     agreement,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from userturn.agree import run_labels
+from userturn.analysis.agree import run_labels
 
 export_app = typer.Typer(help="Export a run's data as files.", no_args_is_help=True)
 

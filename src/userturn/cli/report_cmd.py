@@ -51,7 +51,7 @@ def compare(
     as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
 ) -> int:
     """Match cells on (dataset, T, perturbation, judge); print B - A with 95% CIs."""
-    from userturn.compare import compare_detail, compare_table
+    from userturn.analysis.compare import compare_detail, compare_table
 
     result = compare_detail(run_a, run_b, model_a, model_b)
     if as_json:

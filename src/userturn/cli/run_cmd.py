@@ -19,7 +19,7 @@ from rich.progress import (
 from rich.table import Table
 
 from userturn import runner
-from userturn.analysis import top_labels
+from userturn.analysis.cells import top_labels
 from userturn.config import RunConfig, build_config, load_config
 from userturn.errors import UserError
 

@@ -24,11 +24,11 @@ import yaml
 from jinja2 import Environment, StrictUndefined
 
 import userturn
-from userturn.analysis import Analysis, analyze
+from userturn.analysis.tables import Table, all_tables
+from userturn.analysis.views import Analysis, analyze
 from userturn.errors import UserError
 from userturn.export import STORE_NAME, iter_records, write_json
 from userturn.store import Store
-from userturn.tables import Table, all_tables
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +165,7 @@ def build_report(
     run_dir: Path, judge: str | None = None, max_transcripts: int = DEFAULT_MAX_TRANSCRIPTS
 ) -> Report:
     """Analyse a run and write ``run_dir/report/`` (tables, plots, report.html)."""
-    from userturn import plots as plotting  # matplotlib is heavy; import on use
+    from userturn.analysis import plots as plotting  # matplotlib is heavy; import on use
 
     store_path = run_dir / STORE_NAME
     if not store_path.is_file():

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from userturn import runner
-from userturn.compare import compare_runs
+from userturn.analysis.compare import compare_runs
+from userturn.analysis.tables import Table, pct, rate_ci
 from userturn.config import RunConfig, build_config, load_config
 from userturn.export import write_json
-from userturn.tables import Table, pct, rate_ci
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from userturn.analysis import Analysis
+from userturn.analysis.views import Analysis
 from userturn.types import LABELS
 
 

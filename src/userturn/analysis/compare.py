@@ -23,16 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from userturn.analysis import (
-    Cell,
-    collect_cells,
+from userturn.analysis.cells import Cell, collect_cells
+from userturn.analysis.intervals import (
     independent_bootstrap_diff,
     newcombe_diff,
     paired_bootstrap_diff,
 )
+from userturn.analysis.tables import Table, pct
 from userturn.errors import UserError
 from userturn.store import Store
-from userturn.tables import Table, pct
 
 log = logging.getLogger(__name__)
 MatchKey = tuple[str, float | None, str, str | None]

@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from userturn.analysis import Analysis
+from userturn.analysis.views import Analysis
 from userturn.types import LABELS
 
 log = logging.getLogger(__name__)
