@@ -12,10 +12,28 @@ the label of a valid judge reply (default ``plausible_followup``). Steps:
   ``401``: that HTTP error;
 - ``timeout``: sleep past the client's timeout, then reply;
 - ``badjson``: HTTP 200 whose message is not JSON; ``offmenu``: a label not on the menu;
-- ``garbage``: HTTP 200 whose body is not JSON at all.
+- ``garbage``: HTTP 200 whose body is not JSON at all;
+- ``thinkdraft``: a ``<think>`` block holding a different draft verdict, then the real
+  one; ``thinkonly``: an unclosed ``<think>`` holding a verdict, and nothing after it.
 
-``schema_mode="llamacpp"`` answers ``response_format: json_schema`` with HTTP 500 naming
-the field, as llama-cpp-python's server does; ``"openai"`` accepts it, as vLLM does.
+How the server treats request fields, as real servers do:
+
+- ``schema_mode="llamacpp"`` answers ``response_format: json_schema`` with HTTP 500
+  naming the field, as llama-cpp-python's server does; ``"openai"`` accepts it (vLLM).
+- ``reasoning=True`` refuses chat ``max_tokens`` ("use 'max_completion_tokens'") and any
+  ``temperature`` but 1 with HTTP 400 and ``error.param``, as OpenAI's o-series does.
+- ``strict_fields=True`` refuses fields that aren't OpenAI parameters
+  (``skip_special_tokens``, ``chat_template_kwargs``, ``min_p``...) with HTTP 400
+  "Unrecognized request argument supplied", as api.openai.com does.
+- ``echo_mode`` for ``/v1/completions`` with ``echo`` and ``logprobs``: ``"openai"``
+  returns per-token log-probabilities whose ``text_offset`` index the echoed text
+  (tokens from ``fake_tokens``, values from ``fake_logprob``); ``"ignore"`` answers as if
+  neither was sent; ``"reject"`` refuses ``echo`` with HTTP 400; ``"shifted"`` returns
+  the values one position off, as llama-cpp-python does for prompts without BOS.
+
+Refused requests are not scripted steps: they go to ``state.refused`` (the fields named),
+not to ``hits``. ``GET /v1/models`` lists ``models``, each stamped with a fresh
+``created`` per request, as vLLM does.
 The server stops itself after ``lifetime`` seconds, so a failed test can't leave it behind.
 """
 
@@ -33,6 +51,61 @@ from typing import Any
 
 DIRECTIVE = re.compile(r"\[\[fault:([a-z0-9,]+)\]\]")
 LABEL = re.compile(r"\[\[label:([a-z_]+)\]\]")
+TOKEN = re.compile(r"\s+|\w+|[^\w\s]")
+GENERATED = "."
+"""The one token an echo request generates (``max_tokens=1``), greedily."""
+OPENAI_COMPLETION_FIELDS = frozenset(
+    [
+        "model",
+        "prompt",
+        "max_tokens",
+        "temperature",
+        "top_p",
+        "stop",
+        "seed",
+        "echo",
+        "logprobs",
+        "n",
+        "stream",
+        "suffix",
+        "presence_penalty",
+        "frequency_penalty",
+        "logit_bias",
+        "user",
+        "best_of",
+    ]
+)
+OPENAI_CHAT_FIELDS = frozenset(
+    [
+        "model",
+        "messages",
+        "max_tokens",
+        "max_completion_tokens",
+        "temperature",
+        "top_p",
+        "stop",
+        "seed",
+        "response_format",
+        "n",
+        "stream",
+        "tools",
+        "tool_choice",
+        "logprobs",
+        "top_logprobs",
+        "user",
+        "reasoning_effort",
+    ]
+)
+
+
+def fake_tokens(text: str) -> list[str]:
+    """The fake tokenizer: runs of whitespace, words, single punctuation marks."""
+    return TOKEN.findall(text)
+
+
+def fake_logprob(token: str) -> float:
+    """A token's fake log-probability, fixed by its text (in -5.0 .. -0.1)."""
+    return -0.1 - hashlib.sha256(token.encode()).digest()[0] % 50 / 10
 
 
 @dataclass
@@ -42,6 +115,8 @@ class Hit:
     step: str
     at: float
     response_format: str | None
+    params: dict[str, Any] = field(default_factory=dict)
+    """The request body without its ``messages``/``prompt``."""
 
 
 @dataclass
@@ -50,20 +125,32 @@ class FaultState:
     retry_after: str = "1"
     timeout_sleep: float = 3.0
     schema_mode: str = "openai"
+    reasoning: bool = False
+    strict_fields: bool = False
+    echo_mode: str = "openai"
+    models: list[dict[str, Any]] = field(
+        default_factory=lambda: [{"id": "fault-model", "object": "model", "owned_by": "test"}]
+    )
     hits: list[Hit] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
     attempts: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def next_step(self, text: str, fmt: str | None) -> tuple[str, str]:
+    def next_step(self, text: str, fmt: str | None, body: dict[str, Any]) -> tuple[str, str]:
         match = DIRECTIVE.search(text)
         steps = match.group(1).split(",") if match else ["ok"]
         key = hashlib.sha256(text.encode()).hexdigest()[:16]
+        params = {k: v for k, v in body.items() if k not in ("messages", "prompt")}
         with self.lock:
             n = self.attempts.get(key, 0)
             self.attempts[key] = n + 1
             step = steps[min(n, len(steps) - 1)]
-            self.hits.append(Hit(key, n + 1, step, time.monotonic(), fmt))
+            self.hits.append(Hit(key, n + 1, step, time.monotonic(), fmt, params))
         return key, step
+
+    def refuse(self, what: str) -> None:
+        with self.lock:
+            self.refused.append(what)
 
 
 def _text_of(body: dict[str, Any]) -> str:
@@ -79,13 +166,23 @@ def _verdict(text: str, step: str) -> str:
         return "I think this is a follow-up, genuine: yes"
     if step == "offmenu":
         label = "great_question"
-    return json.dumps(
+    verdict = json.dumps(
         {
             "genuine_followup": label == "plausible_followup",
             "label": label,
             "rationale": f"scripted reply ({step})",
         }
     )
+    draft = '{"genuine_followup": false, "label": "other", "rationale": "draft"}'
+    if step == "thinkdraft":
+        return f"<think>First guess: {draft}. On reflection, no.</think>\n{verdict}"
+    if step == "thinkonly":
+        return f"<think>Maybe {verdict}, but let me check the context again"
+    return verdict
+
+
+def _unknown_fields(body: dict[str, Any], allowed: frozenset[str]) -> list[str]:
+    return sorted(k for k in body if k not in allowed)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -97,7 +194,11 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
-        self._send(200, {"object": "list", "data": [{"id": "fault-model", "object": "model"}]})
+        if not self.path.endswith("/models"):
+            self._send(404, {"detail": "Not Found"})
+            return
+        data = [{**m, "created": time.time()} for m in self.server.state.models]
+        self._send(200, {"object": "list", "data": data})
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", 0))
@@ -129,22 +230,59 @@ class Handler(BaseHTTPRequestHandler):
             return False
         return True
 
-    def _chat(self, body: dict[str, Any], state: FaultState) -> None:
+    def _refuse(self, state: FaultState, status: int, what: str, error: dict[str, Any]) -> None:
+        state.refuse(what)
+        self._send(status, {"error": {"type": "invalid_request_error", "code": None, **error}})
+
+    def _refused_fields(
+        self, body: dict[str, Any], state: FaultState, allowed: frozenset[str]
+    ) -> bool:
+        """Refuse fields the way OpenAI does (strict) or llama-cpp-python does (schema)."""
+        unknown = _unknown_fields(body, allowed) if state.strict_fields else []
+        if unknown:
+            message = "Unrecognized request argument supplied: " + ", ".join(unknown)
+            self._refuse(state, 400, ",".join(unknown), {"message": message, "param": None})
+            return True
         fmt = (body.get("response_format") or {}).get("type")
         if fmt == "json_schema" and state.schema_mode == "llamacpp":
-            self._send(
-                500,
-                {
-                    "error": {
-                        "message": "validation error: ('body', "
-                        "'response_format', 'type') Input should be 'text' "
-                        "or 'json_object', input: 'json_schema'"
-                    }
-                },
+            message = (
+                "validation error: ('body', 'response_format', 'type') Input should be "
+                "'text' or 'json_object', input: 'json_schema'"
             )
+            self._refuse(state, 500, "response_format", {"message": message})
+            return True
+        return False
+
+    def _refused_by_reasoning_model(self, body: dict[str, Any], state: FaultState) -> bool:
+        """OpenAI's o-series: no ``max_tokens``, no temperature but the default."""
+        if not state.reasoning:
+            return False
+        if "max_tokens" in body:
+            message = (
+                "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                "Use 'max_completion_tokens' instead."
+            )
+            error = {"message": message, "param": "max_tokens", "code": "unsupported_parameter"}
+            self._refuse(state, 400, "max_tokens", error)
+            return True
+        if "temperature" in body and body["temperature"] != 1:
+            message = (
+                f"Unsupported value: 'temperature' does not support {body['temperature']} "
+                "with this model. Only the default (1) value is supported."
+            )
+            error = {"message": message, "param": "temperature", "code": "unsupported_value"}
+            self._refuse(state, 400, "temperature", error)
+            return True
+        return False
+
+    def _chat(self, body: dict[str, Any], state: FaultState) -> None:
+        if self._refused_fields(body, state, OPENAI_CHAT_FIELDS):
             return
+        if self._refused_by_reasoning_model(body, state):
+            return
+        fmt = (body.get("response_format") or {}).get("type")
         text = _text_of(body)
-        _, step = state.next_step(text, fmt)
+        _, step = state.next_step(text, fmt, body)
         if self._fault(step, state):
             return
         message = {"role": "assistant", "content": _verdict(text, step)}
@@ -165,9 +303,19 @@ class Handler(BaseHTTPRequestHandler):
         )
 
     def _completion(self, body: dict[str, Any], state: FaultState) -> None:
+        if self._refused_fields(body, state, OPENAI_COMPLETION_FIELDS):
+            return
+        echo = bool(body.get("echo")) and body.get("logprobs") is not None
+        if echo and state.echo_mode == "reject":
+            message = "echo is not supported with logprobs on this server"
+            self._refuse(state, 400, "echo", {"message": message, "param": "echo"})
+            return
         text = _text_of(body)
-        _, step = state.next_step(text, None)
+        _, step = state.next_step(text, None, body)
         if self._fault(step, state):
+            return
+        if echo and state.echo_mode in ("openai", "shifted"):
+            self._send(200, _echo_reply(text, body, shifted=state.echo_mode == "shifted"))
             return
         reply = f"echo {len(text)} seed={body.get('seed')} T={body.get('temperature')}"
         self._send(
@@ -202,6 +350,44 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client timed out and left
+
+
+def _echo_reply(text: str, body: dict[str, Any], shifted: bool) -> dict[str, Any]:
+    """``text`` echoed with per-token log-probabilities, plus one greedy token."""
+    tokens = [*fake_tokens(text), GENERATED]
+    offsets = [sum(len(t) for t in tokens[:i]) for i in range(len(tokens))]
+    values: list[float | None] = [fake_logprob(t) for t in tokens]
+    if shifted:  # each value belongs to the next token
+        values = [*values[1:], -9.0]
+    values[0] = None  # the first token has no context
+    top: list[dict[str, float] | None] = [
+        None if v is None else {tok: v} for tok, v in zip(tokens, values, strict=True)
+    ]
+    top[-1] = {GENERATED: fake_logprob(GENERATED)}
+    return {
+        "id": "x",
+        "object": "text_completion",
+        "created": 0,
+        "model": body.get("model", ""),
+        "choices": [
+            {
+                "index": 0,
+                "text": text + GENERATED,
+                "logprobs": {
+                    "tokens": tokens,
+                    "token_logprobs": values,
+                    "top_logprobs": top,
+                    "text_offset": offsets,
+                },
+                "finish_reason": "length",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": len(tokens) - 1,
+            "completion_tokens": 1,
+            "total_tokens": len(tokens),
+        },
+    }
 
 
 class FaultHTTPServer(ThreadingHTTPServer):

@@ -13,12 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from userturn.export import STORE_NAME, write_outputs
-from userturn.store import Store, UserTurnRow, content_key
+from userturn.run.outputs import write_outputs
+from userturn.run.records import AnswerRecord, UserTurnRecord, content_key
+from userturn.run.store import STORE_NAME, Store
+from userturn.types import Judgment
 
 Outcome = Callable[[str, int, float, int, str], tuple[str, bool | None, str | None]]
 """(model, item index, T, sample, perturbation) -> (status, genuine, label)."""
 
+CONFIG = "synthetic"
 EVIL = "</script><script>window.__pwned = 1</script><b>bold?</b> & <|im_end|>"
 
 
@@ -78,15 +81,17 @@ def _item(store: Store, spec: Spec, model: str, fam: str, ds: str, i: int) -> No
     akey = content_key(model, item, "answer")
     answer = f"The answer is {i}. " + (EVIL if i == 1 else "Step one, step two, step three.")
     store.put_answer(
-        akey,
-        item,
-        model,
-        ds,
-        {
-            "text": answer,
-            "finish": "length" if i == 2 else "stop",
-            "correct": spec.correct(model, i) if scored else None,
-        },
+        AnswerRecord(
+            key=akey,
+            item_id=item,
+            dataset=ds,
+            model=model,
+            config=CONFIG,
+            text=answer,
+            final=answer,
+            finish="length" if i == 2 else "stop",
+            correct=spec.correct(model, i) if scored else None,
+        )
     )
     for pert in spec.perts:
         for t in spec.temps:
@@ -100,34 +105,26 @@ def _item(store: Store, spec: Spec, model: str, fam: str, ds: str, i: int) -> No
                     },
                 ]
                 store.put_user_turn(
-                    UserTurnRow(
-                        key,
-                        akey,
-                        item,
-                        model,
-                        ds,
-                        t,
-                        s,
-                        s,
-                        pert,
-                        {
-                            "messages": ctx,
-                            "family": fam,
-                            "user_finish": "stop",
-                            "user_turn": EVIL if i == 1 else f"Why {i}? ({model}, T={t}, s={s})",
-                        },
+                    UserTurnRecord(
+                        key=key,
+                        answer_key=akey,
+                        item_id=item,
+                        model=model,
+                        dataset=ds,
+                        config=CONFIG,
+                        temperature=t,
+                        sample=s,
+                        seed=s,
+                        perturbation=pert,
+                        messages=tuple(ctx),
+                        family=fam,
+                        user_finish="stop",
+                        user_turn=EVIL if i == 1 else f"Why {i}? ({model}, T={t}, s={s})",
                     )
                 )
                 for judge in spec.judges:
                     status, genuine, label = spec.outcome(model, i, t, s, pert)
                     store.put_judgment(
                         key,
-                        judge,
-                        {
-                            "judge": judge,
-                            "genuine_followup": genuine,
-                            "label": label,
-                            "rationale": f"{judge} says <{label}>",
-                            "status": status,
-                        },
+                        Judgment(judge, genuine, label, f"{judge} says <{label}>", status),  # type: ignore[arg-type]
                     )

@@ -18,8 +18,9 @@ from sklearn.metrics import cohen_kappa_score, confusion_matrix
 
 from userturn.analysis.agree import LabelRow, agreement, bootstrap_kappa, disagreement_slice
 from userturn.cli import main
-from userturn.store import Store, UserTurnRow
-from userturn.types import LABELS
+from userturn.run.records import UserTurnRecord
+from userturn.run.store import Store
+from userturn.types import LABELS, Judgment
 
 CELLS = ["m1|gsm8k|T=0.0|none", "m1|gsm8k|T=1.0|none", "m2|gsm8k|T=0.0|none", "m2|gsm8k|T=1.0|none"]
 
@@ -179,17 +180,19 @@ def make_run(root: Path, a: dict[str, LabelRow], b: dict[str, LabelRow]) -> Path
     for i, row in enumerate(a.values()):
         model, dataset, temp, pert = row.cell.split("|")
         store.put_user_turn(
-            UserTurnRow(
+            UserTurnRecord(
                 key=row.id,
                 answer_key="ans",
                 item_id=f"item{i}",
                 model=model,
                 dataset=dataset,
+                config="",
                 temperature=float(temp[2:]),
                 sample=0,
                 seed=None,
                 perturbation=pert,
-                data={"messages": [{"role": "user", "content": "q"}], "user_turn": "u"},
+                messages=({"role": "user", "content": "q"},),
+                user_turn="u",
             )
         )
         for judge, rows in (("rules", a), ("llm:openai:m", b)):
@@ -197,15 +200,7 @@ def make_run(root: Path, a: dict[str, LabelRow], b: dict[str, LabelRow]) -> Path
             if r is not None:
                 store.put_judgment(
                     row.id,
-                    judge,
-                    {
-                        "judge": judge,
-                        "genuine_followup": r.genuine,
-                        "label": r.label,
-                        "rationale": "",
-                        "status": r.status,
-                        "version": "1",
-                    },
+                    Judgment(judge, r.genuine, r.label, "", r.status, version="1"),  # type: ignore[arg-type]
                 )
     store.close()
     return root

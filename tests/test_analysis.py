@@ -19,7 +19,7 @@ from synthetic_runs import Spec, build_run, default_outcome
 from userturn.analysis import cells as A
 from userturn.analysis import intervals as I
 from userturn.analysis import views as V
-from userturn.store import Store
+from userturn.run.store import Store
 
 
 @pytest.fixture(scope="module")
@@ -60,23 +60,23 @@ def test_rate_excludes_unparseable_and_uses_wilson_at_t0(cells: list[A.Cell]) ->
     outs = [default_outcome("qwen-a", i, 0.0, 0, "none") for i in range(spec.items)]
     ok = [o for o in outs if o[0] == "ok"]
     k = sum(1 for o in ok if o[1])
-    j = c.to_json()
-    assert (j["n_total"], j["n"], j["genuine"]) == (spec.items, len(ok), k)
+    j = c.summary()
+    assert (j.n_total, j.n, j.genuine) == (spec.items, len(ok), k)
     lo, hi = proportion_confint(k, len(ok), method="wilson")
-    assert j["ci_method"] == "wilson"
-    assert j["ci_low"] == pytest.approx(lo) and j["ci_high"] == pytest.approx(hi)
+    assert j.ci_method == "wilson"
+    assert j.ci_low == pytest.approx(lo) and j.ci_high == pytest.approx(hi)
 
 
 def test_k_samples_use_cluster_bootstrap_and_count_unparseable(cells: list[A.Cell]) -> None:
     c = _find(cells, model="smollm-b", dataset="chat", temperature=0.7, perturbation="none")
     outs = [default_outcome("smollm-b", i, 0.7, s, "none") for i in range(6) for s in range(3)]
     ok = [o for o in outs if o[0] == "ok"]
-    j = c.to_json()
-    assert j["ci_method"] == "cluster-bootstrap"
-    assert j["unparseable"] == len(outs) - len(ok) == 1
-    assert j["rate"] == pytest.approx(sum(1 for o in ok if o[1]) / len(ok))
-    assert j["ci_low"] <= j["rate"] <= j["ci_high"]
-    assert sum(j["labels"].values()) == j["n"]
+    j = c.summary()
+    assert j.ci_method == "cluster-bootstrap+wilson-floor"
+    assert j.unparseable == len(outs) - len(ok) == 1
+    assert j.rate == pytest.approx(sum(1 for o in ok if o[1]) / len(ok))
+    assert j.ci_low <= j.rate <= j.ci_high
+    assert sum(j.labels.values()) == j.n
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 7, 50, 1000])
@@ -99,24 +99,24 @@ def test_cluster_bootstrap_is_wider_than_wilson_for_clustered_data() -> None:
 
 
 def test_accuracy_is_per_distinct_answer(cells: list[A.Cell]) -> None:
-    rows = {(r["model"], r["dataset"]): r for r in V.accuracy_by_model_dataset(cells)}
+    rows = {(r.model, r.dataset): r for r in V.accuracy_by_model_dataset(cells)}
     spec = Spec()
     r = rows[("llama-c", "gsm8k")]
     expected = [spec.correct("llama-c", i) for i in range(spec.items)]
-    assert r["n_answers"] == spec.items and r["n_scored"] == spec.items
-    assert r["accuracy"] == pytest.approx(sum(expected) / len(expected))
-    assert r["answers_truncated"] == 1
-    assert rows[("llama-c", "chat")]["accuracy"] is None
+    assert r.n_answers == spec.items and r.n_scored == spec.items
+    assert r.accuracy == pytest.approx(sum(expected) / len(expected))
+    assert r.answers_truncated == 1
+    assert rows[("llama-c", "chat")].accuracy is None
 
 
 def test_label_distribution_by_family_sums_cells(cells: list[A.Cell]) -> None:
-    fam = {r["family"]: r for r in V.label_distribution(cells, "family")}
+    fam = {r.group: r for r in V.label_distribution(cells, "family")}
     qwen = fam["qwen"]
     mine = [c for c in cells if c.family == "qwen"]
-    assert qwen["n"] == sum(c.n for c in mine)
-    assert qwen["unparseable"] == sum(c.unparseable for c in mine)
-    assert sum(qwen["shares"].values()) == pytest.approx(1.0)
-    assert "assistant_turn_restate" not in qwen["labels"]
+    assert qwen.n == sum(c.n for c in mine)
+    assert qwen.unparseable == sum(c.unparseable for c in mine)
+    assert sum(qwen.shares.values()) == pytest.approx(1.0)
+    assert "assistant_turn_restate" not in qwen.labels
     with pytest.raises(ValueError):
         V.label_distribution(cells, "dataset")
 
@@ -126,23 +126,22 @@ def test_perturbation_delta_is_paired_on_items(cells: list[A.Cell]) -> None:
     spec = Spec()
     assert len(deltas) == len(spec.models) * len(spec.datasets) * len(spec.temps)
     d = next(
-        r
-        for r in deltas
-        if r["model"] == "qwen-a" and r["dataset"] == "gsm8k" and r["temperature"] == 0.0
+        r for r in deltas if r.model == "qwen-a" and r.dataset == "gsm8k" and r.temperature == 0.0
     )
     base = _find(cells, model="qwen-a", dataset="gsm8k", temperature=0.0, perturbation="none")
     pert = _find(
         cells, model="qwen-a", dataset="gsm8k", temperature=0.0, perturbation="truncate:0.5"
     )
-    assert d["delta"] == pytest.approx(pert.genuine / pert.n - base.genuine / base.n)
-    assert d["ci_low"] <= d["delta"] <= d["ci_high"]
-    assert d["n_items"] == spec.items
-    assert d["ci_method"] == "paired-cluster-bootstrap"
+    assert d.delta == pytest.approx(pert.genuine / pert.n - base.genuine / base.n)
+    assert d.ci_low <= d.delta <= d.ci_high
+    assert d.n_items == spec.items
+    assert d.ci_method == "bonett-price"  # one sample per item at T=0
 
 
-def test_paired_diff_of_identical_conditions_is_zero() -> None:
+def test_paired_diff_of_identical_conditions_is_not_a_point() -> None:
     a = [(1, 3), (0, 3), (2, 3), (3, 3)]
-    assert I.paired_bootstrap_diff(a, a) == (0.0, 0.0)
+    for lo, hi in (I.paired_bootstrap_diff(a, a), I.independent_bootstrap_diff(a, a)):
+        assert lo is not None and hi is not None and lo < 0 < hi
     lo, hi = I.independent_bootstrap_diff(a, a)
     assert lo is not None and hi is not None and lo < 0 < hi
 
@@ -165,11 +164,11 @@ def test_correlation_against_scipy_and_undefined_cases() -> None:
 
 def test_accuracy_followup_correlation_across_models(cells: list[A.Cell]) -> None:
     rows = V.accuracy_followup_correlation(cells)
-    pooled = next(r for r in rows if r["temperature"] == 0.7 and r["scope"] == "all datasets")
+    pooled = next(r for r in rows if r.temperature == 0.7 and r.scope == "all datasets")
     # only gsm8k is scored: one point per model
-    assert pooled["n_points"] == 3
-    pts = pooled["points"]
-    assert pooled["pearson_r"] == pytest.approx(
+    assert pooled.n_points == 3
+    pts = pooled.points
+    assert pooled.pearson_r == pytest.approx(
         stats.pearsonr([p["accuracy"] for p in pts], [p["rate"] for p in pts])[0]
     )
 
@@ -189,8 +188,8 @@ def test_unjudged_turns_count_in_n_total_only(tmp_path: Path) -> None:
         (cell,) = A.summary_cells(store)
     finally:
         store.close()
-    assert cell["judge"] is None and cell["n_total"] == 2 and cell["n"] == 0
-    assert cell["rate"] is None and cell["ci_low"] is None
+    assert cell.judge is None and cell.n_total == 2 and cell.n == 0
+    assert cell.rate is None and cell.ci_low is None
 
 
 def test_top_labels_orders_by_count() -> None:
@@ -215,11 +214,11 @@ def test_item_level_correlation_is_defined_with_two_models(tmp_path: Path) -> No
         rows = V.accuracy_followup_correlation(A.collect_cells(store))
     finally:
         store.close()
-    pooled = next(r for r in rows if r["scope"] == "all datasets")
-    assert pooled["pearson_r"] is None and pooled["n_points"] == 2
-    items = next(r for r in rows if r["scope"] == "items")
-    assert items["n_points"] == 12
+    pooled = next(r for r in rows if r.scope == "all datasets")
+    assert pooled.pearson_r is None and pooled.n_points == 2
+    items = next(r for r in rows if r.scope == "items")
+    assert items.n_points == 12
     # item rates: even items 2/3, odd items 1/3; correct = even -> positive correlation
     xs = [float(i % 2 == 0) for _ in range(2) for i in range(6)]
     ys = [(2 if i % 2 == 0 else 1) / 3 for _ in range(2) for i in range(6)]
-    assert items["pearson_r"] == pytest.approx(stats.pearsonr(xs, ys)[0])
+    assert items.pearson_r == pytest.approx(stats.pearsonr(xs, ys)[0])

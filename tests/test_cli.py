@@ -139,4 +139,4 @@ def test_list_and_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "smollm2-135m" in listed and "gsm8k" in listed and "truncate" in listed
     assert main(["run", "--limit", "5", "--samples", "3", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "5 answers + 20 user turns" in out and "judge rules: 0 calls" in out
+    assert "5 answers + 20 user turns" in out and "judge offline: 0 calls" in out

@@ -1,7 +1,8 @@
-"""The shared OpenAI-SDK client: retries, Retry-After, AIMD, keys, prices.
+"""The shared OpenAI-SDK client: retries, Retry-After, AIMD, keys, prices, connection
+errors in words, the startup probe and fingerprint, and request-shape detection.
 
-Runs against tests/fault_server.py on 127.0.0.1 (no model). ~15 s:
-``.venv/bin/python -m pytest tests/test_http.py -q``
+Runs against tests/fault_server.py and dead or silent sockets on 127.0.0.1 (no model).
+~20 s: ``.venv/bin/python -m pytest tests/test_http.py -q``
 """
 
 from __future__ import annotations
@@ -9,7 +10,10 @@ from __future__ import annotations
 import email.utils
 import json
 import logging
+import socket
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,10 +22,14 @@ from fault_server import FaultServer
 from userturn.errors import UserError
 from userturn.http import (
     AdaptiveLimiter,
+    CallResult,
+    FinalIf,
     OpenAIClient,
     Price,
+    ShapeDetector,
     load_prices,
     price_for,
+    refuses,
     resolve_api_key,
     retry_after,
 )
@@ -151,3 +159,125 @@ def test_map_keeps_input_order(server: FaultServer) -> None:
     results = client.map(lambda t: (t, _chat(client, t)), texts)
     assert [t for t, _ in results] == texts
     assert all(r.ok for _, r in results)
+
+
+# connection errors --------------------------------------------------------------------
+def dead_url() -> str:
+    """A local port nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+@pytest.fixture
+def silent_url() -> Iterator[str]:
+    """A socket that accepts connections and never answers: every request times out."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        yield f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+
+
+def test_connection_errors_name_the_url_and_the_cause(silent_url: str) -> None:
+    opts = {**FAST, "max_retries": "0", "timeout": "0.3"}
+    url = dead_url()
+    res = _chat(OpenAIClient("m", opts, base_url=url), "x")
+    assert res.error == f"cannot reach {url}: connection refused"
+    res = _chat(OpenAIClient("m", opts, base_url=silent_url), "x")
+    assert res.error == f"cannot reach {silent_url}: timed out after 0.3 s"
+    dns = "http://no-such-host.invalid/v1"
+    res = _chat(OpenAIClient("m", {**opts, "api_key_env": "HOME"}, base_url=dns), "x")
+    assert res.error is not None and res.error.startswith(
+        f"cannot reach {dns}: cannot resolve host"
+    )
+
+
+def test_dead_server_fails_the_probe_once_with_one_line(caplog: pytest.LogCaptureFixture) -> None:
+    url = dead_url()
+    caplog.set_level(logging.WARNING)
+    client = OpenAIClient("m", FAST, base_url=url)
+    for _ in range(2):  # the outcome is kept: no second attempt, same error
+        with pytest.raises(UserError, match=f"cannot reach {url}: connection refused") as err:
+            client.fingerprint()
+        assert str(err.value) == f"field 'base_url': cannot reach {url}: connection refused"
+    assert not caplog.records
+
+
+def test_the_same_failure_warns_once_per_server(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="userturn.http")
+    client = OpenAIClient("warn-once", {**FAST, "max_retries": "0"}, base_url=dead_url())
+    for i in range(4):
+        assert not _chat(client, f"item {i}").ok
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "connection refused" in warnings[0].getMessage()
+    assert sum("giving up" in r.getMessage() for r in caplog.records) == 4  # rest at debug
+
+
+# identity -----------------------------------------------------------------------------
+def test_fingerprint_follows_server_name_and_metadata_not_restarts() -> None:
+    with FaultServer(lifetime=60) as srv:
+        srv.state.models = [
+            {"id": "fault-model", "root": "/ckpt/a", "max_model_len": 4096},
+            {"id": "other", "root": "/ckpt/b"},
+        ]
+        first = client_for(srv).fingerprint()
+        again = client_for(srv).fingerprint()  # a new GET: a new "created" stamp
+        other_name = OpenAIClient("other", FAST, base_url=srv.base_url).fingerprint()
+        elsewhere = OpenAIClient(
+            "fault-model", FAST, base_url=srv.base_url.replace("127.0.0.1", "localhost")
+        ).fingerprint()
+        srv.state.models[0] = {"id": "fault-model", "root": "/ckpt/a2", "max_model_len": 4096}
+        new_checkpoint = client_for(srv).fingerprint()
+        entry = client_for(srv).server_entry()
+    assert first == again
+    assert len({first, other_name, elsewhere, new_checkpoint}) == 4
+    assert entry is not None and entry["root"] == "/ckpt/a2"
+
+
+def test_a_server_without_models_route_still_has_a_fingerprint() -> None:
+    with FaultServer(lifetime=60) as srv:
+        srv.state.models = []
+        client = client_for(srv)
+        assert client.server_entry() is None
+        assert client.fingerprint() == client_for(srv).fingerprint()
+
+
+# request shapes -----------------------------------------------------------------------
+def test_refuses_reads_error_param_first() -> None:
+    def failure(status: int, body: str) -> CallResult:
+        return CallResult(error="x", status_code=status, body=body)
+
+    named = json.dumps({"error": {"message": "bad max_tokens, temperature", "param": "max_tokens"}})
+    assert refuses(failure(400, named), "max_tokens")
+    assert not refuses(failure(400, named), "temperature")  # the param says which
+    text = "Unrecognized request argument supplied: skip_special_tokens"
+    assert refuses(failure(400, text), "skip_special_tokens")
+    assert not refuses(failure(503, text), "skip_special_tokens")  # an accident, not an answer
+
+
+def test_shape_detector_finds_the_shape_once_while_others_wait() -> None:
+    """Pure: a fake server that refuses shape 0 and 1, counted across 8 threads."""
+    seen: list[int] = []
+    lock = threading.Lock()
+
+    def adapt(shape: int, failure: CallResult) -> int | None:
+        return shape + 1 if failure.status_code == 400 and shape < 2 else None
+
+    def send(shape: int, final_if: FinalIf) -> CallResult:
+        with lock:
+            seen.append(shape)
+        time.sleep(0.01)
+        if shape < 2:
+            refused = CallResult(error="HTTP 400", status_code=400)
+            assert final_if(refused)  # a refusal returns at once, unretried
+            return refused
+        return CallResult(response={"choices": [{}]})
+
+    detector = ShapeDetector(("test", "srv", str(time.monotonic())), 0, adapt)
+    threads = [threading.Thread(target=detector.call, args=(send,)) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == [0, 1] + [2] * 8 and detector.shape == 2

@@ -53,7 +53,7 @@ def test_run_directory_contract(run_dir: Path) -> None:
     assert all(CELL_KEYS <= set(c) for c in cells)
     t0, t1 = sorted(cells, key=lambda c: c["temperature"])
     assert (t0["n_total"], t1["n_total"]) == (2, 4)  # one sample at T=0, k=2 at T=1
-    assert t0["ci_method"] == "wilson" and t1["ci_method"] == "cluster-bootstrap"
+    assert t0["ci_method"] == "wilson" and t1["ci_method"] == "cluster-bootstrap+wilson-floor"
     assert t0["accuracy"] is not None and t0["n"] + t0["unparseable"] + t0["errors"] == 2
     recs = records(run_dir)
     assert len(recs) == 6 and all(RECORD_KEYS <= set(r) for r in recs)

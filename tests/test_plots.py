@@ -15,7 +15,7 @@ import pytest
 from synthetic_runs import Spec, build_run
 from userturn.analysis import plots
 from userturn.analysis.views import Analysis, analyze
-from userturn.store import Store
+from userturn.run.store import Store
 
 
 def _analyze(run: Path) -> Analysis:

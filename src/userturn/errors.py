@@ -7,6 +7,8 @@ missing extra); bugs stay ordinary exceptions with tracebacks.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class UserError(Exception):
     """An input problem the user can fix; rendered as one line by the CLI."""
@@ -38,3 +40,26 @@ class UserError(Exception):
 def missing_extra(extra: str, module: str) -> UserError:
     """The error for a backend/judge/feature whose optional dependency isn't installed."""
     return UserError(f"{module} is not installed: pip install 'userturn[{extra}]'")
+
+
+def check_readable(path: Path, what: str = "file") -> None:
+    """Refuse a missing path or a directory given as a file, in one line."""
+    if path.is_dir():
+        raise UserError(f"is a directory, expected a {what}", file=str(path))
+    if not path.is_file():
+        raise UserError(f"{what} not found", file=str(path))
+
+
+def read_text(path: Path, what: str = "file") -> str:
+    """A whole UTF-8 text file, or a one-line error naming the file and the bad byte's line."""
+    check_readable(path, what)
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UserError(
+            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})",
+            file=str(path),
+            line=line,
+        ) from exc

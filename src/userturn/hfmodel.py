@@ -41,11 +41,11 @@ def _transformers() -> Any:
     return transformers
 
 
-def embedded_export() -> Path:
-    """The HF-format export of the embedded GGUF, built on first use."""
-    gguf = assets.fetch(assets.SMOLLM2)
-    sha = assets.SMOLLM2.sha256 or assets.file_sha256(gguf)
-    target = assets.cache_dir() / f"{EMBEDDED}-hf"
+def embedded_export(name: str = EMBEDDED) -> Path:
+    """The HF-format export of a named model's GGUF (``assets.MODELS``), built on first use."""
+    gguf = assets.fetch_model(name)
+    sha = assets.model_sha(name)
+    target = assets.cache_dir() / f"{name}-hf"
     marker = target / _SHA_FILE
     if marker.is_file() and marker.read_text().strip() == sha:
         return target
@@ -107,8 +107,8 @@ def _gguf_chat_template(gguf: Path) -> str | None:
 
 def resolve_source(spec_target: str) -> tuple[str, str | None]:
     """(folder or hub id, gguf file name or None) for a spec target."""
-    if spec_target == EMBEDDED:
-        return str(embedded_export()), None
+    if spec_target in assets.MODELS:
+        return str(embedded_export(spec_target)), None
     path = Path(spec_target).expanduser()
     if path.suffix == ".gguf":
         if not path.is_file():
@@ -241,8 +241,8 @@ def model_revision(spec_target: str, adapter: str | None = None) -> str:
 
 
 def _base_revision(spec_target: str) -> str:
-    if spec_target == EMBEDDED:
-        return assets.SMOLLM2.sha256 or assets.file_sha256(assets.fetch(assets.SMOLLM2))
+    if spec_target in assets.MODELS:
+        return assets.model_sha(spec_target)
     path = Path(spec_target).expanduser()
     if path.is_file():
         return assets.file_sha256(path)

@@ -18,15 +18,31 @@ place, so a backend or judge only builds a payload and reads a reply.
   No built-in prices: an unknown price is ``None``, never a guess.
 - **The key** comes from ``OPENAI_API_KEY`` or the variable named by ``?api_key_env=``.
   It is handed to the SDK and nowhere else: not logged, not in ``describe()``, not stored.
+- **Reachability and identity.** ``server_entry()`` asks ``/v1/models`` once, with one
+  attempt: a dead server fails at startup with one line naming the URL and the cause
+  ("connection refused", "timed out", "cannot resolve host"), before any other request
+  could warn about something else. The entry's stable fields plus the base URL and the
+  served name make ``fingerprint()``, so another checkpoint served under the same name
+  doesn't reuse cached results.
+- **Request shapes.** Servers refuse different optional fields (``response_format``
+  forms, ``max_tokens`` on reasoning models, vLLM-only options). ``ShapeDetector`` finds
+  what a server takes with its first real request: a refusal that names a field moves to
+  the next shape at once (a capability check, not a retried error), and the answer is
+  kept for the process. Servers that silently ignore a field keep getting it.
+- **Warnings once.** The same warning about the same server is logged once per process
+  (``warn_once``); repeats go to debug, so a dead server can't print the same line per item.
 """
 
 from __future__ import annotations
 
 import email.utils
+import hashlib
 import json
 import logging
 import os
 import random
+import socket
+import ssl
 import threading
 import time
 import urllib.error
@@ -35,7 +51,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import urlparse
 
 import openai
@@ -52,6 +68,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 R = TypeVar("R")
+S = TypeVar("S")
 Endpoint = Literal["completions", "chat"]
 
 TRANSPORT_OPTIONS = frozenset(
@@ -71,6 +88,12 @@ TRANSPORT_OPTIONS = frozenset(
 ROUTES: dict[str, str] = {"completions": "/completions", "chat": "/chat/completions"}
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
 RETRYABLE_STATUS = frozenset({408, 409})
+REFUSAL_STATUS = frozenset({400, 422, 500})
+"""How servers refuse a field they can't take (llama-cpp-python answers some with 500)."""
+VOLATILE_MODEL_FIELDS = frozenset({"created", "permission", "permissions"})
+"""``/v1/models`` fields that change on every server start (vLLM stamps ``created`` and
+random permission ids per request): kept out of the fingerprint."""
+FinalIf = Callable[["CallResult"], bool]
 
 
 @dataclass(frozen=True)
@@ -282,6 +305,95 @@ def _int_option(options: Mapping[str, str], name: str, default: int) -> int:
         raise UserError(f"option {name}={options[name]!r} is not an integer", field=name) from exc
 
 
+def _float_option(options: Mapping[str, str], name: str, default: float) -> float:
+    try:
+        return float(options.get(name, default))
+    except ValueError as exc:
+        raise UserError(f"option {name}={options[name]!r} is not a number", field=name) from exc
+
+
+_WARNED: set[tuple[str, ...]] = set()
+_WARNED_LOCK = threading.Lock()
+
+
+def warn_once(logger: logging.Logger, key: tuple[str, ...], msg: str, *args: object) -> None:
+    """Warn the first time ``key`` (say, server + what went wrong) is seen in this process;
+    later repeats go to debug, so a failing server gives one line, not one per item."""
+    with _WARNED_LOCK:
+        first = key not in _WARNED
+        _WARNED.add(key)
+    logger.log(logging.WARNING if first else logging.DEBUG, msg, *args)
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """The exception and everything under it (``__cause__``, ``__context__``, URLError)."""
+    chain: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and all(cur is not seen for seen in chain):
+        chain.append(cur)
+        reason = getattr(cur, "reason", None) if isinstance(cur, urllib.error.URLError) else None
+        cur = reason if isinstance(reason, BaseException) else cur.__cause__ or cur.__context__
+    return chain
+
+
+def connection_reason(exc: BaseException, timeout: float | None = None) -> str:
+    """Why a connection failed, in words, from the exception chain.
+
+    The SDK's ``APIConnectionError`` says only "Connection error."; the cause (refused,
+    timed out, DNS, TLS) is two or three levels down, and it is what the user can act on.
+    """
+    chain = _causes(exc)
+    for cur in chain:
+        if isinstance(cur, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cur, socket.gaierror):
+            return f"cannot resolve host ({cur.strerror or cur})"
+        if (
+            isinstance(cur, openai.APITimeoutError | TimeoutError)
+            or "Timeout" in type(cur).__name__
+        ):
+            return "timed out" + (f" after {timeout:g} s" if timeout else "")
+        if isinstance(cur, ConnectionResetError):
+            return "connection reset by the server"
+        if isinstance(cur, ssl.SSLError):
+            return f"TLS error ({cur.reason or cur})"
+    innermost = chain[-1]
+    return str(innermost).strip() or type(innermost).__name__
+
+
+def model_fingerprint(url: str, model: str, served: Mapping[str, Any]) -> str:
+    """16 hex digits identifying (base URL, served name, the server's stable metadata)."""
+    blob = json.dumps(
+        {"base_url": url, "model": model, "served": served}, sort_keys=True, default=str
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def error_param(body: str) -> str | None:
+    """The ``error.param`` of an OpenAI-style error body (the field it refuses), if any."""
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, TypeError):
+        return None
+    err = data.get("error") if isinstance(data, dict) else None
+    param = err.get("param") if isinstance(err, dict) else None
+    return param if isinstance(param, str) and param else None
+
+
+def refuses(failure: CallResult, name: str) -> bool:
+    """A refusal (HTTP 400/422/500) that names the request field ``name``.
+
+    OpenAI says which field in ``error.param``; when it does, only that counts. Other
+    servers (vLLM, llama-cpp-python) name it in the message text.
+    """
+    if failure.status_code not in REFUSAL_STATUS:
+        return False
+    param = error_param(failure.body)
+    if param is not None:
+        return param == name or param.startswith(name + ".")
+    return name in failure.body.lower()
+
+
 class OpenAIClient:
     """A model on an OpenAI-compatible server, with retries, AIMD and accounting."""
 
@@ -289,7 +401,7 @@ class OpenAIClient:
         self.model = model
         self.base_url = resolve_base_url(options, base_url)
         self.api_key_env = options.get("api_key_env") or "OPENAI_API_KEY"
-        timeout = float(options.get("timeout", 120))
+        self.timeout = _float_option(options, "timeout", 120.0)
         self.policy = RetryPolicy.from_options(options)
         self.concurrency = _int_option(options, "concurrency", 64)
         self.limiter = AdaptiveLimiter(self.concurrency)
@@ -297,18 +409,94 @@ class OpenAIClient:
         self.usage = Usage(cost_usd=0.0 if self.price else None)
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        self._probe_lock = threading.Lock()
+        self._probed: tuple[dict[str, Any] | None] | UserError | None = None
         self._sdk = openai.OpenAI(
             base_url=self.base_url,
             api_key=resolve_api_key(options, self.base_url),
             max_retries=0,
-            timeout=timeout,
+            timeout=self.timeout,
         )
+
+    @property
+    def url(self) -> str:
+        """The base URL requests go to (``http://host:port/v1``), as users write it."""
+        return str(self._sdk.base_url).rstrip("/")
 
     @property
     def server(self) -> str:
         """The server's root URL (``base_url`` without ``/v1``), for per-server facts."""
-        url = str(self._sdk.base_url).rstrip("/")
-        return url[: -len("/v1")] if url.endswith("/v1") else url
+        return self.url.removesuffix("/v1")
+
+    # reachability and identity ----------------------------------------------------------
+    def server_entry(self) -> dict[str, Any] | None:
+        """This model's ``/v1/models`` entry (None if the server has no such route).
+
+        Asked once per client, with one attempt: it is the startup check, so a dead
+        server fails here with one line instead of after every retry of every item.
+        The outcome, failure included, is kept, so concurrent callers don't re-ask.
+        """
+        with self._probe_lock:
+            if self._probed is None:
+                try:
+                    self._probed = (self._fetch_entry(),)
+                except UserError as exc:
+                    self._probed = exc
+            if isinstance(self._probed, UserError):
+                raise self._probed
+            return self._probed[0]
+
+    def _fetch_entry(self) -> dict[str, Any] | None:
+        try:
+            raw = self._sdk.get(
+                "/models", cast_to=_http_lib.Response, options={"timeout": min(self.timeout, 30)}
+            )
+            listed = json.loads(raw.read()).get("data")
+        except openai.APIConnectionError as exc:  # timeouts too
+            raise UserError(
+                f"cannot reach {self.url}: {connection_reason(exc, min(self.timeout, 30))}",
+                field="base_url",
+            ) from exc
+        except openai.APIStatusError as exc:
+            self._failure(exc)  # 401/403 stop here
+            log.info("%s/models answered HTTP %s; no model metadata", self.url, exc.status_code)
+            return None
+        except (json.JSONDecodeError, AttributeError):
+            return None
+        return self._pick_entry(listed if isinstance(listed, list) else [])
+
+    def _pick_entry(self, listed: list[Any]) -> dict[str, Any] | None:
+        """The entry named like the model; a server with one model serves it under any
+        name (llama-cpp-python lists the file path), so that one entry is the model."""
+        entries = [e for e in listed if isinstance(e, dict)]
+        for entry in entries:
+            if entry.get("id") == self.model:
+                return entry
+        if len(entries) == 1:
+            return entries[0]
+        if entries:
+            served = ", ".join(str(e.get("id")) for e in entries[:10])
+            warn_once(
+                log,
+                ("not-listed", self.url, self.model),
+                "%s does not list model %r (it serves: %s)",
+                self.url,
+                self.model,
+                served,
+            )
+        return None
+
+    def fingerprint(self) -> str:
+        """A stable id of (base URL, served name, the server's metadata for it).
+
+        It goes into record and cache keys: a different server, or another checkpoint
+        served under the same name, gets new keys. Fields that change per server start
+        (``created``, permission ids) are left out, so a restart of the same model keeps
+        its keys.
+        """
+        entry = self.server_entry() or {}
+        stable = {k: v for k, v in entry.items() if k not in VOLATILE_MODEL_FIELDS}
+        return model_fingerprint(self.url, self.model, stable)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -331,7 +519,8 @@ class OpenAIClient:
         ``response_format`` with HTTP 500): they return at once instead of being retried.
         """
         path = ROUTES[endpoint]
-        body = {"model": self.model, **kwargs, **kwargs.pop("extra_body", {})}
+        extra = kwargs.pop("extra_body", None) or {}  # popped first: never sent as a field
+        body = {"model": self.model, **kwargs, **extra}
 
         def create() -> dict[str, Any]:
             # The SDK's raw post, read as JSON: the typed ``create()`` walks the body and
@@ -415,14 +604,21 @@ class OpenAIClient:
             except Exception:  # a body that can't be read is just not shown
                 body = ""
         kind = type(exc).__name__
-        reason = f"HTTP {status}: {kind}" if status else kind
+        if status:
+            reason = f"HTTP {status}: {kind}"
+        elif isinstance(exc, openai.APIConnectionError):
+            reason = f"cannot reach {self.url}: {connection_reason(exc, self.timeout)}"
+        else:
+            reason = kind
         return CallResult(error=reason, status_code=status, body=body)
 
     def _give_up(self, failure: CallResult) -> CallResult:
         self._count(calls=failure.attempts)
-        log.warning(
+        warn_once(
+            log,
+            ("give-up", self.url, self.model, failure.error or ""),
             "%s %s: giving up after %d attempts: %s %s",
-            self.base_url,
+            self.url,
             self.model,
             failure.attempts,
             failure.error,
@@ -496,7 +692,8 @@ class OpenAIClient:
             if exc.code in (404, 405, 422):
                 return None
             raise
-        except (urllib.error.URLError, json.JSONDecodeError):
+        except (urllib.error.URLError, OSError, json.JSONDecodeError) as exc:
+            log.debug("%s%s: %s", self.server, path, connection_reason(exc, timeout))
             return None
 
     def close(self) -> None:
@@ -504,3 +701,73 @@ class OpenAIClient:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
         self._sdk.close()
+
+
+_SHAPES: dict[tuple[str, ...], Any] = {}
+"""(purpose, server, model) -> the request shape that server takes, found once per process."""
+_SHAPE_LOCKS: dict[tuple[str, ...], threading.Lock] = {}
+_SHAPE_LOCKS_GUARD = threading.Lock()
+MAX_ADAPTATIONS = 8
+
+
+class ShapeDetector(Generic[S]):
+    """Finds, with a server's first real request, which request shape it accepts.
+
+    ``start`` is the richest shape; ``adapt(shape, failure)`` gives the next shape to try
+    when ``failure`` is a refusal of something in ``shape``, else None. Refusals return
+    from the client at once (they are answers, not accidents), so detection costs one
+    extra request per refused field, once per (purpose, server, model). Other failures
+    settle nothing: the next request detects again. While one thread detects, the others
+    wait for its answer instead of each meeting the same refusal.
+    """
+
+    def __init__(
+        self,
+        key: tuple[str, ...],
+        start: S,
+        adapt: Callable[[S, CallResult], S | None],
+    ) -> None:
+        self.key = key
+        self.start = start
+        self.adapt = adapt
+        with _SHAPE_LOCKS_GUARD:
+            self._lock = _SHAPE_LOCKS.setdefault(key, threading.Lock())
+
+    @property
+    def shape(self) -> S | None:
+        """The shape this server is known to take, or None before the first success."""
+        found: S | None = _SHAPES.get(self.key)
+        return found
+
+    def call(self, send: Callable[[S, FinalIf], CallResult]) -> CallResult:
+        """``send(shape, final_if)`` with the known shape, detecting it first if needed."""
+        known = self.shape
+        if known is not None:
+            return send(known, lambda _: False)
+        with self._lock:
+            known = self.shape
+            if known is not None:
+                return send(known, lambda _: False)
+            return self._detect(send)
+
+    def _detect(self, send: Callable[[S, FinalIf], CallResult]) -> CallResult:
+        shape = self.start
+        for _ in range(MAX_ADAPTATIONS):
+            res = send(shape, self._refusal_of(shape))
+            if res.ok:
+                _SHAPES[self.key] = shape
+                return res
+            nxt = self.adapt(shape, res)
+            if nxt is None:
+                return res
+            log.info(
+                "%s refused %s (HTTP %s); now sending %s", self.key[1], shape, res.status_code, nxt
+            )
+            shape = nxt
+        return res
+
+    def _refusal_of(self, shape: S) -> FinalIf:
+        def final_if(failure: CallResult) -> bool:
+            return self.adapt(shape, failure) is not None
+
+        return final_if

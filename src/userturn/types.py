@@ -33,6 +33,10 @@ LABELS: tuple[Label, ...] = (
 )
 JudgeStatus = Literal["ok", "unparseable", "error"]
 Finish = Literal["stop", "length", "error"]
+AnswerFinish = Literal["stop", "length", "length_in_reasoning", "error", "given"]
+"""Why an answer ended; ``length_in_reasoning``: cut by the token limit inside an open
+reasoning block, so there is no final answer (scored incorrect, counted per cell)."""
+Probe = Literal["generate", "likelihood", "rollout"]
 HistoryReasoning = Literal["template", "strip", "keep"]
 
 Message = dict[str, Any]
@@ -130,15 +134,46 @@ class Judgment:
     rationale: str
     status: JudgeStatus = "ok"
     usage: dict[str, Any] = field(default_factory=dict)
+    probability: float | None = None
+    """The judge's probability that the turn is genuine, when it has one (offline)."""
+    challenges_answer: bool | None = None
+    """Whether the turn disputes the answer's correctness; None when not assessed."""
+    version: str = ""
+    """The judge's version (rubric, thresholds): a newer one re-judges, never mixes."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        """The ``judgments`` entry of a records.jsonl line (design.md)."""
+        ok = self.status == "ok"
+        out: dict[str, Any] = {
             "judge": self.judge,
-            "genuine_followup": self.genuine if self.status == "ok" else None,
-            "label": self.label if self.status == "ok" else None,
+            "genuine_followup": self.genuine if ok else None,
+            "label": self.label if ok else None,
             "rationale": self.rationale,
             "status": self.status,
         }
+        if self.probability is not None:
+            out["probability"] = self.probability if ok else None
+        if self.challenges_answer is not None:
+            out["challenges_answer"] = self.challenges_answer if ok else None
+        return out
+
+    def to_row(self) -> dict[str, Any]:
+        """What the store keeps: the record entry plus version and usage."""
+        return {**self.to_json(), "version": self.version, "usage": self.usage}
+
+    @classmethod
+    def from_row(cls, data: dict[str, Any]) -> Judgment:
+        return cls(
+            judge=str(data["judge"]),
+            genuine=data.get("genuine_followup"),
+            label=data.get("label"),
+            rationale=str(data.get("rationale") or ""),
+            status=data.get("status", "ok"),
+            usage=dict(data.get("usage") or {}),
+            probability=data.get("probability"),
+            challenges_answer=data.get("challenges_answer"),
+            version=str(data.get("version") or ""),
+        )
 
 
 @dataclass(frozen=True)

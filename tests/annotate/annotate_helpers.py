@@ -18,8 +18,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from userturn.export import STORE_NAME
-from userturn.store import Store, UserTurnRow
+from userturn.run.records import AnswerRecord, UserTurnRecord
+from userturn.run.store import STORE_NAME, Store
+from userturn.types import Judgment
 
 MARKERS = (
     "zqxMODELMARK",
@@ -66,35 +67,39 @@ def build_store_run(
         for i in range(n_items):
             item, akey = f"zqxITEMMARK-{i}", f"answer-{i}"
             store.put_answer(
-                akey,
-                item,
-                "zqxMODELMARK",
-                "jsonl:zqxDATAMARK.jsonl",
-                {"text": f"Answer {i}", "finish": "stop", "reasoning": "zqxREASONMARK"},
+                AnswerRecord(
+                    key=akey,
+                    item_id=item,
+                    dataset="jsonl:zqxDATAMARK.jsonl",
+                    model="zqxMODELMARK",
+                    config="zqxCONFIGMARK",
+                    text=f"Answer {i}",
+                    final=f"Answer {i}",
+                    finish="stop",
+                    reasoning="zqxREASONMARK",
+                )
             )
             for s in range(samples):
                 key = f"{i:04d}{s:04d}" + "f" * 24
-                data = {
-                    "messages": _context(i),
-                    "user_turn": f"Why {i}.{s}? <i>{{{{ y }}}}</i>",
-                    "user_finish": "stop",
-                    "family": "zqxFAMILYMARK",
-                    "prompt_sha": "zqxSHAMARK-p",
-                    "template_sha": "zqxSHAMARK-t",
-                    "reference_turn": "zqxREFMARK real next turn",
-                }
                 store.put_user_turn(
-                    UserTurnRow(
-                        key,
-                        akey,
-                        item,
-                        "zqxMODELMARK",
-                        "jsonl:zqxDATAMARK.jsonl",
-                        0.731,
-                        s,
-                        987654321,
-                        "append-question:zqxPERTMARK",
-                        data,
+                    UserTurnRecord(
+                        key=key,
+                        answer_key=akey,
+                        item_id=item,
+                        model="zqxMODELMARK",
+                        dataset="jsonl:zqxDATAMARK.jsonl",
+                        config="zqxCONFIGMARK",
+                        temperature=0.731,
+                        sample=s,
+                        seed=987654321,
+                        perturbation="append-question:zqxPERTMARK",
+                        messages=tuple(_context(i)),
+                        user_turn=f"Why {i}.{s}? <i>{{{{ y }}}}</i>",
+                        user_finish="stop",
+                        family="zqxFAMILYMARK",
+                        prompt_sha="zqxSHAMARK-p",
+                        template_sha="zqxSHAMARK-t",
+                        reference_turn="zqxREFMARK real next turn",
                     )
                 )
                 keys.append(key)
@@ -110,25 +115,13 @@ def add_second_judge(store: Store, flip_every: int = 3) -> None:
     """SECOND_JUDGE copies the rules judge's σ, flipped on every ``flip_every``-th record."""
     judged = store.judgments()
     for n, row in enumerate(store.user_turns()):
-        rules = next(j for j in judged[row.key] if j["judge"] == "rules")
-        put_judgment(
-            store, row.key, SECOND_JUDGE, bool(rules["genuine_followup"]) != (n % flip_every == 0)
-        )
+        rules = next(j for j in judged[row.key] if j.judge == "rules")
+        put_judgment(store, row.key, SECOND_JUDGE, bool(rules.genuine) != (n % flip_every == 0))
 
 
 def put_judgment(store: Store, key: str, judge: str, genuine: bool) -> None:
     label = "plausible_followup" if genuine else "previous_turn_restate"
-    store.put_judgment(
-        key,
-        judge,
-        {
-            "judge": judge,
-            "genuine_followup": genuine,
-            "label": label,
-            "status": "ok",
-            "rationale": f"zqxRATIONALEMARK by {judge}",
-        },
-    )
+    store.put_judgment(key, Judgment(judge, genuine, label, f"zqxRATIONALEMARK by {judge}"))
 
 
 ITEMS = [

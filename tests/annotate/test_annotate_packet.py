@@ -23,8 +23,8 @@ from userturn.annotate import ExportOptions, export_packet, import_annotations
 from userturn.annotate.db import AnnotationDB
 from userturn.cli import main
 from userturn.errors import UserError
-from userturn.export import STORE_NAME
-from userturn.store import Store
+from userturn.run.store import STORE_NAME, Store
+from userturn.types import Judgment
 
 
 def export(run: Path, out: Path, *args: str) -> dict[str, Any]:
@@ -138,17 +138,7 @@ def test_no_decided_record_is_an_error(tmp_path: Path) -> None:
     keys = build_store_run(run, n_items=2, samples=1)
     store = Store(run / STORE_NAME)
     for key in keys:  # the second judge's output could not be parsed anywhere
-        store.put_judgment(
-            key,
-            SECOND_JUDGE,
-            {
-                "judge": SECOND_JUDGE,
-                "status": "unparseable",
-                "genuine_followup": None,
-                "label": None,
-                "rationale": "?",
-            },
-        )
+        store.put_judgment(key, Judgment(SECOND_JUDGE, None, None, "?", "unparseable"))
     store.close()
     with pytest.raises(UserError, match="nothing to annotate"):
         export_packet(run, tmp_path / "p", ExportOptions())

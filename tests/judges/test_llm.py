@@ -1,5 +1,6 @@
-"""LLM judge: lenient parsing, the fault-injecting server, format detection, the cache,
-and real judges (llama-cpp-python's server and in-process llama.cpp with SmolLM2).
+"""LLM judge: the fault-injecting server, request shapes (response_format, reasoning
+models, chat_template_kwargs), the cache, and real judges (llama-cpp-python's server and
+in-process llama.cpp with SmolLM2). Parsing is in test_parse.py.
 
 Run: ``.venv/bin/python -m pytest tests/judges/test_llm.py -q`` (~1-2 min, most of it the
 real model reading the rubric on a busy 2-core machine).
@@ -9,16 +10,24 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 from pathlib import Path
 
 import pytest
 
 from fault_server import FaultServer
 from userturn.cli import main
+from userturn.errors import UserError
+from userturn.http import CallResult, OpenAIClient
 from userturn.judges import load_judge
 from userturn.judges.cache import DiskCache
-from userturn.judges.chat_models import defuse
-from userturn.judges.parse import ParseFailure, Verdict, parse_verdict
+from userturn.judges.chat_models import (
+    ChatShape,
+    HTTPChatModel,
+    adapt_chat,
+    chat_body,
+    defuse,
+)
 from userturn.judges.rubric import RUBRIC_VERSION, judge_messages, shorten
 from userturn.types import LABELS, JudgeInput
 
@@ -29,54 +38,6 @@ FAST = "backoff=0.01&timeout=1&max_retries=2&rate_limit_retries=3&cache=off"
 
 def inp(i: int, turn: str) -> JudgeInput:
     return JudgeInput(id=f"ex{i}", messages=(Q, A), user_turn=turn)
-
-
-# parsing ------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    "text,genuine,label",
-    [
-        (
-            '{"genuine_followup": true, "label": "plausible_followup", "rationale": "asks why"}',
-            True,
-            "plausible_followup",
-        ),
-        (
-            'Sure!\n```json\n{"genuine_followup": "no", "label": "Previous turn restate"}\n```',
-            False,
-            "previous_turn_restate",
-        ),
-        (
-            '{"genuine_followup": false, "label": "assistant_turn_restate", "rationale": "cop',
-            False,
-            "assistant_turn_restate",
-        ),  # cut off by max_tokens: verdict still readable
-        ('genuine_followup: yes\nlabel: "plausible follow-up"', True, "plausible_followup"),
-        ('{"label": "new_task_prompt", "rationale": "unrelated"}', False, "new_task_prompt"),
-    ],
-)
-def test_lenient_parse_accepts_unambiguous_replies(text: str, genuine: bool, label: str) -> None:
-    v = parse_verdict(text)
-    assert isinstance(v, Verdict), v
-    assert (v.genuine, v.label) == (genuine, label)
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "",
-        "I think it is a follow-up.",
-        '{"genuine_followup": true, "label": "great_question"}',
-        '{"genuine_followup": "maybe", "label": "other"}',
-        '{"genuine_followup": true}',
-    ],
-)
-def test_unreadable_replies_are_failures_not_labels(text: str) -> None:
-    assert isinstance(parse_verdict(text), ParseFailure)
-
-
-def test_inconsistent_verdict_is_kept_and_flagged() -> None:
-    v = parse_verdict('{"genuine_followup": true, "label": "new_task_prompt"}')
-    assert isinstance(v, Verdict) and v.genuine and "genuine and label disagree" in v.notes
 
 
 def test_rubric_shows_context_and_turn_only() -> None:
@@ -220,12 +181,11 @@ def _check_real(out: list) -> None:
 def test_real_llama_cpp_server_judge(llama_server: str) -> None:
     judge = load_judge(f"llm:openai:smollm2?base_url={llama_server}&cache=off&max_tokens=40")
     out = judge.judge(REAL[:1])
+    shape = judge.model.shapes.shape
     judge.close()
     _check_real(out)
-    from userturn.judges.chat_models import _SERVER_FORMATS
-
-    server = llama_server.removesuffix("/v1")
-    assert _SERVER_FORMATS[(server, "smollm2")] == "json_object_schema"
+    # llama-cpp-python refuses json_schema (HTTP 500) and ignores chat_template_kwargs
+    assert shape == ChatShape(form="json_object_schema")
     assert out[0].status == "ok", "schema-constrained output should always parse"
     assert out[0].usage["prompt_tokens"] > 500  # the rubric was sent
 
@@ -241,31 +201,26 @@ def test_real_in_process_llamacpp_judge() -> None:
 def test_judge_run_adds_a_cell_per_judge(tmp_path: Path) -> None:
     """``userturn judge --run``: judgments are added to stored user turns, several judges
     coexist, and unparseable/error verdicts are counted in summary.json, not labelled."""
-    from userturn.store import Store, UserTurnRow
+    from userturn.run.records import AnswerRecord, UserTurnRecord
+    from userturn.run.store import Store
 
     run = tmp_path / "run"
+    run.mkdir()
     store = Store(run / "store.sqlite")
-    store.put_answer("ans", "item0", "m", "d", {"text": A["content"], "finish": "stop"})
+    text = str(A["content"])
+    store.put_answer(AnswerRecord("ans", "item0", "d", "m", "c", text, text, "stop"))
     turns = ["[[label:plausible_followup]] Why 48?", "[[fault:badjson]] hmm", "[[fault:400]] boom"]
     for i, turn in enumerate(turns):
         store.put_user_turn(
-            UserTurnRow(
-                f"k{i}",
-                "ans",
-                "item0",
-                "m",
-                "d",
-                0.0,
-                i,
-                None,
-                "none",
-                {"messages": [Q, A], "user_turn": turn},
+            UserTurnRecord(
+                f"k{i}", "ans", "item0", "m", "d", "c", 0.0, i, None, "none", (Q, A), user_turn=turn
             )
         )
     store.close()
     with FaultServer(lifetime=60) as srv:
-        for spec in (f"openai:fault-model?base_url={srv.base_url}&{FAST}", "rules"):
-            assert main(["judge", "--run", str(run), "--judge", spec]) == 0
+        specs = (f"openai:fault-model?base_url={srv.base_url}&{FAST}", "rules")
+        codes = [main(["judge", "--run", str(run), "--judge", spec]) for spec in specs]
+    assert codes == [1, 0]  # the LLM judge left 2 turns without a verdict: not a success
     cells = json.loads((run / "summary.json").read_text())["cells"]
     by_judge = {c["judge"]: c for c in cells}
     assert set(by_judge) == {"llm:openai:fault-model", "rules"}
@@ -274,3 +229,127 @@ def test_judge_run_adds_a_cell_per_judge(tmp_path: Path) -> None:
     assert llm["genuine"] == 1 and llm["labels"] == {"plausible_followup": 1}
     records = [json.loads(x) for x in (run / "records.jsonl").open()]
     assert all(len(r["judgments"]) == 2 for r in records)
+
+
+# request shapes -----------------------------------------------------------------------
+def refusal(status: int, message: str, param: str | None = None) -> CallResult:
+    body = json.dumps({"error": {"message": message, "param": param}})
+    return CallResult(error=f"HTTP {status}", status_code=status, body=body)
+
+
+def test_chat_body_in_each_shape() -> None:
+    msgs = [{"role": "user", "content": "hi"}]
+    full = chat_body(ChatShape(), msgs, 99)
+    assert full["max_tokens"] == 99 and full["temperature"] == 0.0
+    assert full["response_format"]["type"] == "json_schema"
+    assert full["extra_body"] == {"chat_template_kwargs": {"enable_thinking": False}}
+    assert chat_body(ChatShape(), msgs, 99, thinking=True)["extra_body"] == {
+        "chat_template_kwargs": {"enable_thinking": True}
+    }
+    bare = chat_body(
+        ChatShape("none", "max_completion_tokens", temperature=False, template_kwargs=False),
+        msgs,
+        99,
+    )
+    assert bare == {"messages": msgs, "max_completion_tokens": 99}
+
+
+def test_adapt_chat_reads_what_the_server_refuses() -> None:
+    start = ChatShape()
+    o_series = refusal(
+        400,
+        "Unsupported parameter: 'max_tokens' is not supported with this model. "
+        "Use 'max_completion_tokens' instead.",
+        "max_tokens",
+    )
+    assert adapt_chat(start, o_series) == ChatShape(token_field="max_completion_tokens")
+    temp = refusal(400, "Unsupported value: 'temperature' does not support 0.0", "temperature")
+    assert adapt_chat(start, temp) == ChatShape(temperature=False)
+    kwargs = refusal(400, "Unrecognized request argument supplied: chat_template_kwargs")
+    assert adapt_chat(start, kwargs) == ChatShape(template_kwargs=False)
+    llamacpp = CallResult(error="HTTP 500", status_code=500, body="'response_format' json_schema")
+    assert adapt_chat(start, llamacpp) == ChatShape(form="json_object_schema")
+    # not refusals of anything we sent: these settle nothing
+    too_long = refusal(400, "max_tokens is too large: 9999 > 4096", "max_tokens")
+    assert adapt_chat(start, too_long) is None
+    assert adapt_chat(start, refusal(503, "temperature unsupported", "temperature")) is None
+    assert adapt_chat(ChatShape(temperature=False), temp) is None
+
+
+def test_reasoning_model_adapts_once_per_server() -> None:
+    turns = [f"[[label:plausible_followup]] question {i}?" for i in range(6)]
+    with FaultServer(reasoning=True, lifetime=60) as srv:
+        judge = load_judge(f"llm:openai:fault-model?base_url={srv.base_url}&{FAST}&concurrency=4")
+        out = judge.judge([inp(i, t) for i, t in enumerate(turns)])
+        again = load_judge(f"llm:openai:fault-model?base_url={srv.base_url}&{FAST}")
+        again.judge([inp(9, "[[label:other]] another")])
+        judge.close()
+        again.close()
+        refused, hits = srv.state.refused, srv.hits
+    assert [j.status for j in out] == ["ok"] * 6
+    assert refused == ["max_tokens", "temperature"]  # found once, not per request
+    assert all("max_tokens" not in h.params and "temperature" not in h.params for h in hits)
+    assert {h.params["max_completion_tokens"] for h in hits} == {256}
+
+
+def test_server_refusing_chat_template_kwargs_is_not_sent_them_again() -> None:
+    with FaultServer(strict_fields=True, lifetime=60) as srv:
+        judge = load_judge(f"llm:openai:fault-model?base_url={srv.base_url}&{FAST}")
+        out = judge.judge([inp(i, f"[[label:meta_planning]] plan {i}") for i in range(4)])
+        judge.close()
+        refused, hits = srv.state.refused, srv.hits
+    assert [j.label for j in out] == ["meta_planning"] * 4
+    assert refused == ["chat_template_kwargs"]
+    assert all("chat_template_kwargs" not in h.params for h in hits)
+
+
+def test_self_hosted_judge_gets_thinking_off_and_hosted_gets_nothing() -> None:
+    with FaultServer(lifetime=60) as srv:
+        judge = load_judge(f"llm:openai:fault-model?base_url={srv.base_url}&{FAST}")
+        judge.judge([inp(0, "[[label:other]] hm")])
+        judge.close()
+        (hit,) = srv.hits
+    assert hit.params["chat_template_kwargs"] == {"enable_thinking": False}
+    hosted = HTTPChatModel(
+        OpenAIClient("gpt-x", {"api_key_env": "HOME"}, "https://api.openai.com/v1")
+    )
+    assert hosted.shapes.start == ChatShape(template_kwargs=False)
+
+
+def test_reasoning_drafts_are_not_read_as_verdicts() -> None:
+    turns = [
+        "[[fault:thinkdraft]][[label:plausible_followup]] Why 48?",
+        "[[fault:thinkonly]][[label:plausible_followup]] Why 48?",
+    ]
+    with FaultServer(lifetime=60) as srv:
+        spec = f"llm:openai:fault-model?base_url={srv.base_url}&{FAST}&parse_retries=0"
+        judge = load_judge(spec)
+        draft, only = judge.judge([inp(i, t) for i, t in enumerate(turns)])
+        judge.close()
+    assert (draft.status, draft.label) == ("ok", "plausible_followup")  # not the draft's
+    assert only.status == "unparseable" and "only reasoning" in only.rationale
+
+
+# a dead server ------------------------------------------------------------------------
+def dead_url() -> str:
+    """A local port nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def test_dead_judge_server_is_one_user_error_not_a_warning_per_item(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    url = dead_url()
+    caplog.set_level(logging.WARNING)
+    judge = load_judge(f"llm:openai:m?base_url={url}&{FAST}")
+    assert judge.estimate(4)["calls"] == 4  # a dry run needs no server
+    with pytest.raises(UserError, match=f"cannot reach {url}: connection refused"):
+        judge.check_reachable()  # what a run does before generating
+    with pytest.raises(UserError, match=f"cannot reach {url}: connection refused") as err:
+        judge.judge([inp(i, f"turn {i}") for i in range(4)])
+    judge.close()
+    assert "\n" not in str(err.value)
+    assert not caplog.records

@@ -22,6 +22,7 @@ from userturn.judges.rules import (
     classify,
     cohen_kappa,
     fit_thresholds,
+    rules_version,
 )
 from userturn.judges.rules_features import measure
 from userturn.spec import Spec
@@ -130,6 +131,15 @@ def test_rationale_names_rule_and_value() -> None:
     label, why = classify(measure(msgs, q), Thresholds())
     assert label == "previous_turn_restate"
     assert why == f"content overlap with the user prompt 1.00 >= {Thresholds().restate_overlap:.2f}"
+
+
+def test_version_follows_the_thresholds() -> None:
+    """A verdict's cache key must change when a threshold does, not only on a release."""
+    default = RulesJudge(Spec(kind="rules", target="", raw="rules"))
+    assert default.version == rules_version(Thresholds())
+    assert default.version.startswith("rules-2+")
+    wider = RulesJudge(Spec(kind="rules", target="", options={"max_words": "90"}, raw="rules"))
+    assert wider.version != default.version
 
 
 def test_options_override_thresholds() -> None:

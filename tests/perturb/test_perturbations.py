@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from userturn.errors import UserError
-from userturn.perturb import PERTURBATIONS, load_perturbation
+from userturn.perturb import load_perturbation
+from userturn.registry import PERTURBATIONS
 
 
 def test_none_is_identity_and_named_none() -> None:
@@ -77,9 +78,12 @@ def test_unknown_perturbation_lists_known_ones() -> None:
         load_perturbation("none:extra")
 
 
-def test_every_perturbation_has_a_version() -> None:
-    for spec in ("none", "truncate", "append-question"):
-        assert load_perturbation(spec).version
+def test_every_perturbation_declares_its_own_version() -> None:
+    """A version inherited from the base class would never be bumped when ``apply``
+    changes, so each registered perturbation must declare one itself."""
+    for name in PERTURBATIONS:
+        cls = type(load_perturbation(name))
+        assert isinstance(cls.__dict__.get("version"), str) and cls.__dict__["version"], name
 
 
 def test_append_question_to_an_empty_answer_is_just_the_question() -> None:

@@ -24,13 +24,16 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from userturn.datasets.base import read_jsonl
 from userturn.errors import UserError
 from userturn.types import LABELS
+
+if TYPE_CHECKING:
+    from userturn.run.records import UserTurnRecord
 
 BOOTSTRAP_REPS = 1000
 
@@ -264,35 +267,31 @@ def resolve_judge(raw: str, available: list[str]) -> str:
 
 def run_labels(run_dir: Path, judge: str) -> dict[str, LabelRow]:
     """One judge's verdicts on a run's user turns, keyed by user-turn id, with cells."""
-    from userturn.export import STORE_NAME
-    from userturn.store import Store
+    from userturn.run.store import open_run
 
-    db = run_dir / STORE_NAME
-    if not db.is_file():
-        raise UserError("not a run directory (no store.sqlite)", file=str(run_dir))
-    store = Store(db)
-    try:
+    with open_run(run_dir) as store:
         judge_id = resolve_judge(judge, store.judges())
-        verdicts = {
-            k: j for k, js in store.judgments().items() for j in js if j.get("judge") == judge_id
-        }
+        verdicts = {k: j for k, js in store.judgments().items() for j in js if j.judge == judge_id}
         rows = {}
         for turn in store.user_turns():
             v = verdicts.get(turn.key)
             if v is None:
                 continue
-            cell = f"{turn.model}|{turn.dataset}|T={turn.temperature}|{turn.perturbation}"
-            rows[turn.key] = row_from_json(
-                {
-                    **v,
-                    "id": turn.key,
-                    "cell": cell,
-                    "messages": turn.data.get("messages"),
-                    "user_turn": turn.data.get("user_turn"),
-                },
-                str(db),
-                None,
+            rows[turn.key] = LabelRow(
+                turn.key,
+                v.genuine if v.status == "ok" else None,
+                v.label if v.status == "ok" else None,
+                v.status,
+                v.rationale,
+                cell_name(turn),
+                {"messages": list(turn.messages), "user_turn": turn.user_turn},
             )
         return rows
-    finally:
-        store.close()
+
+
+def cell_name(turn: UserTurnRecord) -> str:
+    """The cell a user turn belongs to, as one string (``cell`` in label files)."""
+    parts = [turn.model, turn.dataset, f"T={turn.temperature}", turn.perturbation]
+    if turn.config:
+        parts.append(f"config={turn.config}")
+    return "|".join(parts)

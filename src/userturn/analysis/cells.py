@@ -1,10 +1,13 @@
-"""Cells: the genuine-follow-up rate per (model, dataset, T, perturbation, judge).
+"""Cells: the genuine-follow-up rate per (model, dataset, T, perturbation, judge, config).
 
 The rate's denominator is judgments with status ok; unparseable and errored judgments
 are counted beside it, never folded into "not genuine". With one sample per context the
 interval is Wilson; with k > 1 samples per context they are correlated, so the interval
-is a cluster bootstrap that resamples items, not turns. Cells keep per-item counts so
-that every later view (deltas, comparisons) can resample items too.
+resamples items, not turns (``analysis.intervals``). Cells keep per-item counts so that
+every later view (deltas, comparisons, corrected rates, GF@k) can resample items too.
+
+A cell never pools rows of two config fingerprints, two probes or two rollout turns:
+those are part of its key.
 """
 
 from __future__ import annotations
@@ -14,8 +17,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from userturn.analysis.intervals import CI, ItemCounts, cluster_bootstrap, wilson
-from userturn.store import Store
+from userturn.analysis.cards import judge_cards
+from userturn.analysis.correction import corrected_rate
+from userturn.analysis.intervals import CI, ItemCounts, rate_interval
+from userturn.analysis.sampling import gf_at_k, item_spread
+from userturn.run.records import CellSummary
+from userturn.run.store import JudgmentFact, Store, TurnFact
+
+CellKey = tuple[str, str, float | None, str, str | None, str, str, int]
 
 
 @dataclass
@@ -23,55 +32,65 @@ class Answer:
     item_id: str
     correct: bool | None
     truncated: bool
+    incomplete_reasoning: bool = False
 
 
 @dataclass
 class Cell:
-    """One (model, dataset, T, perturbation, judge) cell, with per-item counts kept."""
+    """One cell being counted, with per-item counts kept for resampling."""
 
     model: str
     dataset: str
     temperature: float | None
     perturbation: str
     judge: str | None
+    config: str = ""
+    probe: str = "generate"
+    turn: int = 1
     family: str = ""
     n_total: int = 0
     genuine: int = 0
     n: int = 0
     unparseable: int = 0
     errors: int = 0
+    challenges: int = 0
+    challenge_n: int = 0
     labels: Counter[str] = field(default_factory=Counter)
     per_item: dict[str, list[int]] = field(default_factory=dict)
     answers: dict[str, Answer] = field(default_factory=dict)
     max_samples: int = 0
 
     @property
-    def key(self) -> tuple[str, str, float | None, str, str | None]:
-        return self.model, self.dataset, self.temperature, self.perturbation, self.judge
+    def key(self) -> CellKey:
+        return (
+            self.model,
+            self.dataset,
+            self.temperature,
+            self.perturbation,
+            self.judge,
+            self.config,
+            self.probe,
+            self.turn,
+        )
 
-    def add(
-        self,
-        item_id: str,
-        sample: int,
-        answer_key: str,
-        answer: Answer,
-        judgment: tuple[Any, Any, Any] | None,
-    ) -> None:
-        """Count one user turn; ``judgment`` is (status, genuine, label) or None."""
+    def add(self, fact: TurnFact, answer: Answer, judgment: JudgmentFact | None) -> None:
+        """Count one user turn and this cell's judge's verdict on it (None: not judged)."""
         self.n_total += 1
-        self.max_samples = max(self.max_samples, sample + 1)
-        self.answers[answer_key] = answer
-        counts = self.per_item.setdefault(item_id, [0, 0])
+        self.max_samples = max(self.max_samples, fact.sample + 1)
+        self.answers[fact.answer_key] = answer
+        counts = self.per_item.setdefault(fact.item_id, [0, 0])
         if judgment is None:
             return
-        status, genuine, label = judgment
-        if status == "ok":
+        if judgment.status == "ok":
             self.n += 1
-            self.genuine += int(bool(genuine))
-            self.labels[str(label)] += 1
-            counts[0] += int(bool(genuine))
+            self.genuine += int(bool(judgment.genuine))
+            self.labels[str(judgment.label)] += 1
+            counts[0] += int(bool(judgment.genuine))
             counts[1] += 1
-        elif status == "unparseable":
+            if judgment.challenges_answer is not None:
+                self.challenge_n += 1
+                self.challenges += int(judgment.challenges_answer)
+        elif judgment.status == "unparseable":
             self.unparseable += 1
         else:
             self.errors += 1
@@ -90,58 +109,66 @@ class Cell:
         return sum(scored) / len(scored) if scored else None
 
     def ci(self) -> tuple[CI, str]:
-        if self.max_samples > 1:
-            return cluster_bootstrap(self.item_counts()), "cluster-bootstrap"
-        return wilson(self.genuine, self.n), "wilson"
+        return rate_interval(self.item_counts())
 
-    def to_json(self) -> dict[str, Any]:
+    def summary(self, card: dict[str, Any] | None = None) -> CellSummary:
+        """The cell as summary.json holds it; ``card`` is the judge's card, if it has one
+        (then the judge-corrected rate is filled in)."""
         (lo, hi), method = self.ci()
-        return {
-            "model": self.model,
-            "dataset": self.dataset,
-            "temperature": self.temperature,
-            "perturbation": self.perturbation,
-            "judge": self.judge,
-            "family": self.family,
-            "n_total": self.n_total,
-            "n": self.n,
-            "genuine": self.genuine,
-            "rate": self.rate,
-            "ci_low": lo,
-            "ci_high": hi,
-            "ci_method": method,
-            "samples": self.max_samples,
-            "n_items": len(self.per_item),
-            "unparseable": self.unparseable,
-            "errors": self.errors,
-            "accuracy": self.accuracy,
-            "n_answers": len(self.answers),
-            "answers_truncated": sum(1 for a in self.answers.values() if a.truncated),
-            "labels": dict(sorted(self.labels.items(), key=lambda kv: (-kv[1], kv[0]))),
-        }
+        counts = self.item_counts()
+        spread = item_spread(counts)
+        fixed = corrected_rate(counts, card["sigma"]) if card and self.n else None
+        return CellSummary(
+            model=self.model,
+            dataset=self.dataset,
+            temperature=self.temperature,
+            perturbation=self.perturbation,
+            judge=self.judge,
+            config=self.config,
+            probe="rollout" if self.probe == "rollout" else "generate",
+            turn=self.turn if self.probe == "rollout" else None,
+            family=self.family,
+            n_total=self.n_total,
+            n=self.n,
+            genuine=self.genuine,
+            rate=self.rate,
+            ci_low=lo,
+            ci_high=hi,
+            ci_method=method,
+            samples=self.max_samples,
+            n_items=len(self.per_item),
+            unparseable=self.unparseable,
+            errors=self.errors,
+            accuracy=self.accuracy,
+            n_answers=len(self.answers),
+            answers_truncated=sum(1 for a in self.answers.values() if a.truncated),
+            answers_incomplete_reasoning=sum(
+                1 for a in self.answers.values() if a.incomplete_reasoning
+            ),
+            labels=dict(sorted(self.labels.items(), key=lambda kv: (-kv[1], kv[0]))),
+            challenge_rate=self.challenges / self.challenge_n if self.challenge_n else None,
+            challenge_n=self.challenge_n,
+            gf_at_k=gf_at_k(counts) or None,
+            items_never=spread.never,
+            items_sometimes=spread.sometimes,
+            items_always=spread.always,
+            item_rate_histogram=list(spread.histogram) if spread.n_items else None,
+            judge_card=None if card is None else str(card["card_id"]),
+            rate_corrected=None if fixed is None else fixed.rate,
+            ci_corrected_low=None if fixed is None else fixed.ci_low,
+            ci_corrected_high=None if fixed is None else fixed.ci_high,
+            correction_note=(fixed.note or None) if fixed is not None else None,
+        )
 
 
-_TURNS_SQL = """
-SELECT u.key, u.item_id, u.model, u.dataset, u.temperature, u.sample, u.perturbation,
-       json_extract(u.data, '$.family'), u.answer_key,
-       json_extract(a.data, '$.correct'), json_extract(a.data, '$.finish')
-FROM user_turns u LEFT JOIN answers a ON a.key = u.answer_key ORDER BY u.rowid
-"""
-_JUDGMENTS_SQL = """
-SELECT user_turn_key, judge, json_extract(data, '$.status'),
-       json_extract(data, '$.genuine_followup'), json_extract(data, '$.label')
-FROM judgments
-"""
-
-
-def _judgment_index(store: Store) -> dict[str, dict[str, tuple[Any, Any, Any]]]:
-    out: dict[str, dict[str, tuple[Any, Any, Any]]] = {}
-    for key, judge, status, genuine, label in store.conn.execute(_JUDGMENTS_SQL):
-        out.setdefault(key, {})[judge] = (status, genuine, label)
+def _judgment_index(store: Store) -> dict[str, dict[str, JudgmentFact]]:
+    out: dict[str, dict[str, JudgmentFact]] = {}
+    for fact in store.judgment_facts():
+        out.setdefault(fact.user_turn_key, {})[fact.judge] = fact
     return out
 
 
-def collect_cells(store: Store) -> list[Cell]:
+def collect_cells(store: Store, probe: str | None = None) -> list[Cell]:
     """Every cell in the store, in report order, with per-item counts for resampling.
 
     A user turn that a judge has not (yet) judged counts in that judge's ``n_total`` but
@@ -149,40 +176,49 @@ def collect_cells(store: Store) -> list[Cell]:
     """
     judged = _judgment_index(store)
     judges: list[str | None] = list(store.judges()) or [None]
-    cells: dict[tuple[Any, ...], Cell] = {}
-    for (
-        key,
-        item,
-        model,
-        dataset,
-        temp,
-        sample,
-        pert,
-        family,
-        akey,
-        correct,
-        finish,
-    ) in store.conn.execute(_TURNS_SQL):
-        answer = Answer(item, None if correct is None else bool(correct), finish == "length")
-        by_judge = judged.get(key, {})
+    cells: dict[CellKey, Cell] = {}
+    for fact in store.turn_facts():
+        if probe is not None and fact.probe != probe:
+            continue
+        answer = Answer(
+            fact.item_id,
+            fact.correct,
+            fact.answer_finish in ("length", "length_in_reasoning"),
+            fact.answer_finish == "length_in_reasoning",
+        )
+        by_judge = judged.get(fact.key, {})
         for judge in judges:
-            ck = (model, dataset, temp, pert, judge)
+            ck: CellKey = (
+                fact.model,
+                fact.dataset,
+                fact.temperature,
+                fact.perturbation,
+                judge,
+                fact.config,
+                fact.probe,
+                fact.turn,
+            )
             cell = cells.get(ck)
             if cell is None:
-                cell = cells[ck] = Cell(*ck, family=str(family or ""))
-            cell.add(item, sample, akey, answer, by_judge.get(judge) if judge else None)
+                cell = cells[ck] = Cell(*ck, family=fact.family)
+            cell.add(fact, answer, by_judge.get(judge) if judge else None)
     return sorted(cells.values(), key=_cell_order)
 
 
-def summary_cells(store: Store) -> list[dict[str, Any]]:
-    """One cell per (model, dataset, T, perturbation, judge) over the whole store."""
-    return [c.to_json() for c in collect_cells(store)]
+def summary_cells(store: Store) -> list[CellSummary]:
+    """One cell per key over the whole store (summary.json), judge-corrected where the
+    judge has a card."""
+    cards = judge_cards(store)
+    return [c.summary(cards.get(c.judge or "")) for c in collect_cells(store)]
 
 
 def _cell_order(c: Cell) -> tuple[Any, ...]:
     return (
         c.model,
         c.dataset,
+        c.config,
+        c.probe,
+        c.turn,
         c.perturbation != "none",
         c.perturbation,
         c.temperature if c.temperature is not None else -1,

@@ -1,9 +1,10 @@
 """Compare two runs cell by cell: did the rate (and accuracy) change, and by how much?
 
 The typical use is before/after: the same grid on a base model and on a trained one.
-Cells are matched on (dataset, temperature, perturbation, judge), so the model may
-differ; each run must then hold one model per matched cell (pass ``model_a`` /
-``model_b`` to pick one from a multi-model run). Differences are **B minus A**.
+Cells are matched on (dataset, temperature, perturbation, judge, probe, turn), so the
+model and the config may differ; each run must then hold one model and one config per
+matched cell (pass ``model_a`` / ``model_b`` to pick one from a multi-model run).
+Differences are **B minus A**.
 
 Intervals, in order of preference:
 - both runs' stores cover the same items → paired cluster bootstrap over items (the
@@ -19,40 +20,42 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from userturn.analysis.cards import judge_cards
 from userturn.analysis.cells import Cell, collect_cells
 from userturn.analysis.intervals import (
-    independent_bootstrap_diff,
+    independent_diff_interval,
     newcombe_diff,
-    paired_bootstrap_diff,
+    paired_diff_interval,
 )
-from userturn.analysis.tables import Table, pct
+from userturn.analysis.tables import Table, pct, temp
 from userturn.errors import UserError
-from userturn.store import Store
+from userturn.run.records import CellSummary
+from userturn.run.store import STORE_NAME, open_run
 
 log = logging.getLogger(__name__)
-MatchKey = tuple[str, float | None, str, str | None]
+MatchKey = tuple[str, float | None, str, str | None, str, int | None]
 
 
 @dataclass
 class Side:
     """One run's cell, from the store (with per-item data) or from summary.json."""
 
-    summary: dict[str, Any]
+    summary: CellSummary
     per_item: dict[str, tuple[int, int]] | None = None
     correct: dict[str, bool] | None = None
     samples: int = 1
 
     @classmethod
-    def from_cell(cls, cell: Cell) -> Side:
+    def from_cell(cls, cell: Cell, card: dict[str, Any] | None = None) -> Side:
         correct = {
             a.item_id: bool(a.correct) for a in cell.answers.values() if a.correct is not None
         }
         return cls(
-            cell.to_json(),
+            cell.summary(card),
             {k: (v[0], v[1]) for k, v in cell.per_item.items()},
             correct,
             max(cell.max_samples, 1),
@@ -61,40 +64,47 @@ class Side:
 
 @dataclass
 class Comparison:
-    rows: list[dict[str, Any]]
+    rows: list[CompareRow]
     only_a: list[MatchKey] = field(default_factory=list)
     only_b: list[MatchKey] = field(default_factory=list)
 
 
 def _load_sides(run: Path, model: str | None) -> dict[MatchKey, Side]:
-    if not run.is_dir():
-        raise UserError("run directory not found", file=str(run))
-    store_path, summary = run / "store.sqlite", run / "summary.json"
-    if store_path.is_file():
-        store = Store(store_path)
-        try:
-            sides = [Side.from_cell(c) for c in collect_cells(store)]
-        finally:
-            store.close()
+    summary = run / "summary.json"
+    if (run / STORE_NAME).is_file() or not summary.is_file():
+        with open_run(run) as store:
+            cards = judge_cards(store)
+            sides = [Side.from_cell(c, cards.get(c.judge or "")) for c in collect_cells(store)]
     elif summary.is_file():
-        cells = json.loads(summary.read_text(encoding="utf-8")).get("cells", [])
-        sides = [Side(c, samples=int(c.get("samples") or 1)) for c in cells]
+        sides = [Side(c, samples=max(c.samples, 1)) for c in _summary_cells(summary)]
     else:
         raise UserError("not a run directory (no store.sqlite or summary.json)", file=str(run))
     return _index(sides, run, model)
+
+
+def _summary_cells(path: Path) -> list[CellSummary]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return [CellSummary.from_json(c) for c in data["cells"]]
+    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise UserError(
+            f"not a summary.json this userturn can read ({exc})", file=str(path)
+        ) from exc
 
 
 def _index(sides: list[Side], run: Path, model: str | None) -> dict[MatchKey, Side]:
     out: dict[MatchKey, Side] = {}
     for s in sides:
         c = s.summary
-        if model is not None and c["model"] != model:
+        if model is not None and c.model != model:
             continue
-        key = (c["dataset"], c["temperature"], c["perturbation"], c["judge"])
+        key = (c.dataset, c.temperature, c.perturbation, c.judge, c.probe, c.turn)
         if key in out:
+            what = "models" if out[key].summary.model != c.model else "configs"
             raise UserError(
-                f"several models in one cell ({out[key].summary['model']!r}, "
-                f"{c['model']!r}); choose one with --model-a/--model-b",
+                f"several {what} in one cell ({out[key].summary.model!r} "
+                f"[{out[key].summary.config}], {c.model!r} [{c.config}]); "
+                "choose a model with --model-a/--model-b, or compare one config",
                 file=str(run),
             )
         out[key] = s
@@ -108,70 +118,110 @@ def _rate_diff(a: Side, b: Side) -> tuple[float | None, float | None, str]:
     if a.per_item is not None and b.per_item is not None:
         if set(a.per_item) == set(b.per_item):
             items = sorted(a.per_item)
-            lo, hi = paired_bootstrap_diff(
+            (lo, hi), m = paired_diff_interval(
                 [b.per_item[i] for i in items], [a.per_item[i] for i in items]
             )
-            return lo, hi, "paired-cluster-bootstrap"
-        if max(a.samples, b.samples) > 1:
-            lo, hi = independent_bootstrap_diff(
+        else:
+            (lo, hi), m = independent_diff_interval(
                 list(b.per_item.values()), list(a.per_item.values())
             )
-            return lo, hi, "independent-cluster-bootstrap"
-    lo, hi = newcombe_diff(cb["genuine"], cb["n"], ca["genuine"], ca["n"])
+        return lo, hi, m
+    lo, hi = newcombe_diff(cb.genuine, cb.n, ca.genuine, ca.n)
     method = "newcombe" if max(a.samples, b.samples) == 1 else "newcombe (ignores k>1)"
     return lo, hi, method
 
 
 def _acc_diff(a: Side, b: Side) -> tuple[float | None, float | None, float | None, str]:
     ca, cb = a.summary, b.summary
-    if ca.get("accuracy") is None or cb.get("accuracy") is None:
+    if ca.accuracy is None or cb.accuracy is None:
         return None, None, None, ""
-    diff = cb["accuracy"] - ca["accuracy"]
+    diff = cb.accuracy - ca.accuracy
     if a.correct is not None and b.correct is not None and set(a.correct) == set(b.correct):
         items = sorted(a.correct)
-        lo, hi = paired_bootstrap_diff(
+        (lo, hi), m = paired_diff_interval(
             [(int(b.correct[i]), 1) for i in items], [(int(a.correct[i]), 1) for i in items]
         )
-        return diff, lo, hi, "paired-bootstrap"
+        return diff, lo, hi, m
     if a.correct is not None and b.correct is not None:
         ka, na = sum(a.correct.values()), len(a.correct)
         kb, nb = sum(b.correct.values()), len(b.correct)
     else:
-        na, nb = int(ca.get("n_answers") or 0), int(cb.get("n_answers") or 0)
-        ka, kb = round(ca["accuracy"] * na), round(cb["accuracy"] * nb)
+        na, nb = ca.n_answers, cb.n_answers
+        ka, kb = round(ca.accuracy * na), round(cb.accuracy * nb)
     lo, hi = newcombe_diff(kb, nb, ka, na)
     return diff, lo, hi, "newcombe"
 
 
-def _row(key: MatchKey, a: Side, b: Side) -> dict[str, Any]:
+@dataclass(frozen=True)
+class CompareRow:
+    """One matched cell: B − A in rate (raw and judge-corrected) and accuracy."""
+
+    dataset: str
+    temperature: float | None
+    perturbation: str
+    judge: str | None
+    model_a: str
+    model_b: str
+    config_a: str
+    config_b: str
+    n_a: int
+    n_b: int
+    rate_a: float | None
+    rate_b: float | None
+    rate_diff: float | None
+    rate_ci_low: float | None
+    rate_ci_high: float | None
+    rate_method: str
+    rate_corrected_a: float | None
+    rate_corrected_b: float | None
+    judge_card: str | None
+    accuracy_a: float | None
+    accuracy_b: float | None
+    accuracy_diff: float | None
+    accuracy_ci_low: float | None
+    accuracy_ci_high: float | None
+    accuracy_method: str
+    unparseable_a: int
+    unparseable_b: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _row(key: MatchKey, a: Side, b: Side) -> CompareRow:
     ca, cb = a.summary, b.summary
     lo, hi, method = _rate_diff(a, b)
     acc, alo, ahi, amethod = _acc_diff(a, b)
-    rd = None if ca["rate"] is None or cb["rate"] is None else cb["rate"] - ca["rate"]
-    return {
-        "dataset": key[0],
-        "temperature": key[1],
-        "perturbation": key[2],
-        "judge": key[3],
-        "model_a": ca["model"],
-        "model_b": cb["model"],
-        "n_a": ca["n"],
-        "n_b": cb["n"],
-        "rate_a": ca["rate"],
-        "rate_b": cb["rate"],
-        "rate_diff": rd,
-        "rate_ci_low": lo,
-        "rate_ci_high": hi,
-        "rate_method": method,
-        "accuracy_a": ca.get("accuracy"),
-        "accuracy_b": cb.get("accuracy"),
-        "accuracy_diff": acc,
-        "accuracy_ci_low": alo,
-        "accuracy_ci_high": ahi,
-        "accuracy_method": amethod,
-        "unparseable_a": int(ca.get("unparseable", 0)) + int(ca.get("errors", 0)),
-        "unparseable_b": int(cb.get("unparseable", 0)) + int(cb.get("errors", 0)),
-    }
+    rd = None if ca.rate is None or cb.rate is None else cb.rate - ca.rate
+    return CompareRow(
+        dataset=key[0],
+        temperature=key[1],
+        perturbation=key[2],
+        judge=key[3],
+        model_a=ca.model,
+        model_b=cb.model,
+        config_a=ca.config,
+        config_b=cb.config,
+        n_a=ca.n,
+        n_b=cb.n,
+        rate_a=ca.rate,
+        rate_b=cb.rate,
+        rate_diff=rd,
+        rate_ci_low=lo,
+        rate_ci_high=hi,
+        rate_method=method,
+        rate_corrected_a=ca.rate_corrected,
+        rate_corrected_b=cb.rate_corrected,
+        judge_card=ca.judge_card or cb.judge_card,
+        accuracy_a=ca.accuracy,
+        accuracy_b=cb.accuracy,
+        accuracy_diff=acc,
+        accuracy_ci_low=alo,
+        accuracy_ci_high=ahi,
+        accuracy_method=amethod,
+        unparseable_a=ca.failed,
+        unparseable_b=cb.failed,
+    )
 
 
 def compare_detail(
@@ -188,7 +238,7 @@ def compare_detail(
 
 def compare_runs(
     a: Path, b: Path, model_a: str | None = None, model_b: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[CompareRow]:
     """Cells matched on (dataset, T, perturbation, judge), with B − A differences and CIs.
 
     Args:
@@ -198,7 +248,7 @@ def compare_runs(
         model_b: likewise for run B.
 
     Returns:
-        One dict per matched cell: ``rate_a``, ``rate_b``, ``rate_diff`` with
+        One :class:`CompareRow` per matched cell: ``rate_a``, ``rate_b``, ``rate_diff`` with
         ``rate_ci_low``/``rate_ci_high`` and ``rate_method``; the same for accuracy
         (``accuracy_*``, None where a dataset is not scored); n and unparseable counts.
     """
@@ -213,65 +263,31 @@ def _pts(d: float | None, lo: float | None, hi: float | None) -> str:
     return f"{100 * d:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
 
 
-def compare_table(rows: list[dict[str, Any]]) -> Table:
-    """The comparison as a :class:`~userturn.tables.Table` (Markdown/CSV/LaTeX)."""
-    cols = [
-        "dataset",
-        "T",
-        "perturbation",
-        "judge",
-        "rate A",
-        "rate B",
-        "Δ rate (pts)",
-        "acc A",
-        "acc B",
-        "Δ acc (pts)",
-        "n A/B",
-        "unparseable A/B",
-        "CI method",
-    ]
+def compare_table(rows: list[CompareRow]) -> Table:
+    """The comparison as a :class:`~userturn.analysis.tables.Table` (Markdown/CSV/LaTeX),
+    with the judge-corrected rates beside the raw ones when the judge has a card."""
+    corrected = any(r.judge_card for r in rows)
+    cols = ["dataset", "T", "perturbation", "judge", "rate A", "rate B", "Δ rate (pts)"]
+    cols += ["corrected A", "corrected B"] if corrected else []
+    cols += ["acc A", "acc B", "Δ acc (pts)", "n A/B", "unparseable A/B", "CI method"]
     raw, shown = [], []
     for r in rows:
-        raw.append(
-            [
-                r["dataset"],
-                r["temperature"],
-                r["perturbation"],
-                r["judge"],
-                r["rate_a"],
-                r["rate_b"],
-                r["rate_diff"],
-                r["accuracy_a"],
-                r["accuracy_b"],
-                r["accuracy_diff"],
-                f"{r['n_a']}/{r['n_b']}",
-                f"{r['unparseable_a']}/{r['unparseable_b']}",
-                r["rate_method"],
-            ]
-        )
+        fixed = [r.rate_corrected_a, r.rate_corrected_b] if corrected else []
+        counts = [f"{r.n_a}/{r.n_b}", f"{r.unparseable_a}/{r.unparseable_b}", r.rate_method]
+        key = [r.dataset, r.temperature, r.perturbation, r.judge]
+        accs = [r.accuracy_a, r.accuracy_b, r.accuracy_diff]
+        raw.append([*key, r.rate_a, r.rate_b, r.rate_diff, *fixed, *accs, *counts])
         shown.append(
-            [
-                r["dataset"],
-                "–" if r["temperature"] is None else f"{r['temperature']:g}",
-                r["perturbation"],
-                str(r["judge"]),
-                pct(r["rate_a"]),
-                pct(r["rate_b"]),
-                _pts(r["rate_diff"], r["rate_ci_low"], r["rate_ci_high"]),
-                pct(r["accuracy_a"]),
-                pct(r["accuracy_b"]),
-                _pts(r["accuracy_diff"], r["accuracy_ci_low"], r["accuracy_ci_high"]),
-                f"{r['n_a']}/{r['n_b']}",
-                f"{r['unparseable_a']}/{r['unparseable_b']}",
-                r["rate_method"],
-            ]
+            [r.dataset, temp(r.temperature), r.perturbation, str(r.judge)]
+            + [pct(r.rate_a), pct(r.rate_b), _pts(r.rate_diff, r.rate_ci_low, r.rate_ci_high)]
+            + [pct(x) for x in fixed]
+            + [pct(r.accuracy_a), pct(r.accuracy_b)]
+            + [_pts(r.accuracy_diff, r.accuracy_ci_low, r.accuracy_ci_high)]
+            + [f"{r.n_a}/{r.n_b}", f"{r.unparseable_a}/{r.unparseable_b}", r.rate_method]
         )
-    models = sorted({f"A={r['model_a']}, B={r['model_b']}" for r in rows})
-    return Table(
-        "compare",
-        "Run comparison (" + "; ".join(models) + ")",
-        cols,
-        raw,
-        shown,
-        note="Differences are B − A in percentage points, with 95% CIs.",
-    )
+    models = sorted({f"A={r.model_a}, B={r.model_b}" for r in rows})
+    cards = sorted({r.judge_card for r in rows if r.judge_card})
+    note = "Differences are B − A in percentage points, with 95% CIs."
+    if cards:
+        note += f" Corrected rates: Rogan–Gladen with judge card {', '.join(cards)}."
+    return Table("compare", "Run comparison (" + "; ".join(models) + ")", cols, raw, shown, note)

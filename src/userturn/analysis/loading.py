@@ -33,10 +33,12 @@ def _pandas() -> Any:
 
 
 def _read_records(run_dir: Path) -> list[dict[str, Any]]:
+    from userturn.run.store import STORE_NAME
+
     parquet, jsonl, store = (
         run_dir / "records.parquet",
         run_dir / "records.jsonl",
-        run_dir / "store.sqlite",
+        run_dir / STORE_NAME,
     )
     if parquet.is_file():
         try:
@@ -54,14 +56,11 @@ def _read_records(run_dir: Path) -> list[dict[str, Any]]:
         with jsonl.open(encoding="utf-8") as f:
             return [json.loads(line) for line in f if line.strip()]
     if store.is_file():
-        from userturn.export import iter_records
-        from userturn.store import Store
+        from userturn.run.outputs import iter_records
+        from userturn.run.store import open_run
 
-        st = Store(store)
-        try:
+        with open_run(run_dir) as st:
             return list(iter_records(st))
-        finally:
-            st.close()
     raise UserError(
         "not a run directory (no records.parquet, records.jsonl or store.sqlite)", file=str(run_dir)
     )

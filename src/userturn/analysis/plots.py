@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
@@ -18,7 +18,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from userturn.analysis.views import Analysis
+from userturn.analysis.tables import temp
+from userturn.analysis.views import Analysis, LabelShares
+from userturn.run.records import CellSummary
 from userturn.types import LABELS
 
 log = logging.getLogger(__name__)
@@ -37,18 +39,25 @@ LABEL_COLORS = {
 MARKERS = "osD^vP*Xh<>"
 
 
-def _cells(a: Analysis, judge: str | None, perturbation: str = "none") -> list[dict[str, Any]]:
-    return [c for c in a.cells if c["judge"] == judge and c["perturbation"] == perturbation]
+def _cells(a: Analysis, judge: str | None, perturbation: str = "none") -> list[CellSummary]:
+    """The one-turn probe's cells of one judge and perturbation; with several configs in
+    the run, each (model, config) is drawn as its own series."""
+    several = len(a.configs) > 1
+    return [
+        replace(c, model=f"{c.model} [{c.config}]") if several else c
+        for c in a.cells
+        if c.judge == judge and c.perturbation == perturbation and c.turn is None
+    ]
 
 
-def _models(rows: list[dict[str, Any]]) -> list[str]:
-    return list(dict.fromkeys(r["model"] for r in rows))
+def _models(rows: list[CellSummary]) -> list[str]:
+    return list(dict.fromkeys(r.model for r in rows))
 
 
 def rate_vs_temperature(a: Analysis, judge: str | None) -> Figure:
     """One panel per dataset: the rate per model across T, with its 95% CI as a band."""
     cells = _cells(a, judge)
-    datasets = list(dict.fromkeys(c["dataset"] for c in cells)) or ["(no cells)"]
+    datasets = list(dict.fromkeys(c.dataset for c in cells)) or ["(no cells)"]
     fig, axes = plt.subplots(
         1, len(datasets), figsize=(4.2 * len(datasets), 3.6), squeeze=False, sharey=True
     )
@@ -58,21 +67,22 @@ def rate_vs_temperature(a: Analysis, judge: str | None) -> Figure:
                 (
                     c
                     for c in cells
-                    if c["dataset"] == ds
-                    and c["model"] == model
-                    and c["rate"] is not None
-                    and c["temperature"] is not None
+                    if c.dataset == ds
+                    and c.model == model
+                    and c.rate is not None
+                    and c.temperature is not None
                 ),
-                key=lambda c: c["temperature"],
+                key=lambda c: c.temperature or 0.0,
             )
             if not pts:
                 continue
-            t = [c["temperature"] for c in pts]
-            line = ax.plot(
-                t, [c["rate"] for c in pts], marker=MARKERS[i % len(MARKERS)], label=model
-            )[0]
-            lo = [c["ci_low"] if c["ci_low"] is not None else c["rate"] for c in pts]
-            hi = [c["ci_high"] if c["ci_high"] is not None else c["rate"] for c in pts]
+            t = [c.temperature or 0.0 for c in pts]
+            rates = [c.rate or 0.0 for c in pts]
+            line = ax.plot(t, rates, marker=MARKERS[i % len(MARKERS)], label=model)[0]
+            lo = [c.ci_low if c.ci_low is not None else r for c, r in zip(pts, rates, strict=True)]
+            hi = [
+                c.ci_high if c.ci_high is not None else r for c, r in zip(pts, rates, strict=True)
+            ]
             ax.fill_between(t, lo, hi, alpha=0.18, color=line.get_color())
         ax.set_title(ds)
         ax.set_xlabel("user-turn temperature T")
@@ -87,22 +97,22 @@ def rate_vs_temperature(a: Analysis, judge: str | None) -> Figure:
 
 def accuracy_vs_followup(a: Analysis, judge: str | None) -> Figure:
     """Task accuracy (x) against follow-up rate (y) per (model, dataset), at min and max T."""
-    cells = [c for c in _cells(a, judge) if c["accuracy"] is not None and c["rate"] is not None]
-    temps = sorted({c["temperature"] for c in cells if c["temperature"] is not None})
-    shown = [temps[0], temps[-1]] if len(temps) > 1 else temps or [None]
+    cells = [c for c in _cells(a, judge) if c.accuracy is not None and c.rate is not None]
+    temps = sorted({c.temperature for c in cells if c.temperature is not None})
+    shown: list[float | None] = [temps[0], temps[-1]] if len(temps) > 1 else [*temps] or [None]
     fig, axes = plt.subplots(1, len(shown), figsize=(4.4 * len(shown), 3.8), squeeze=False)
-    models, datasets = _models(cells), list(dict.fromkeys(c["dataset"] for c in cells))
+    models, datasets = _models(cells), list(dict.fromkeys(c.dataset for c in cells))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, t in zip(axes[0], shown, strict=True):
-        for c in (c for c in cells if c["temperature"] == t):
-            mi, di = models.index(c["model"]), datasets.index(c["dataset"])
+        for c in (c for c in cells if c.temperature == t):
+            mi, di = models.index(c.model), datasets.index(c.dataset)
             ax.scatter(
-                c["accuracy"],
-                c["rate"],
+                c.accuracy,
+                c.rate,
                 color=colors[mi % len(colors)],
                 marker=MARKERS[di % len(MARKERS)],
                 s=50,
-                label=f"{c['model']} · {c['dataset']}",
+                label=f"{c.model} · {c.dataset}",
             )
         ax.set_xlim(-0.03, 1.03)
         ax.set_ylim(-0.03, 1.03)
@@ -119,9 +129,9 @@ def accuracy_vs_followup(a: Analysis, judge: str | None) -> Figure:
 
 def failure_labels(a: Analysis, judge: str | None) -> Figure:
     """One stacked horizontal bar per model: label shares, unparseable in black."""
-    rows = [r for r in a.labels_by_model if r["judge"] == judge]
+    rows = [r for r in a.labels_by_model if r.judge == judge]
     fig, ax = plt.subplots(figsize=(7.5, 0.7 * max(len(rows), 1) + 1.6))
-    names = [r["model"] for r in rows]
+    names = [r.group for r in rows]
     left = [0.0] * len(rows)
     for lab in (*LABELS, "unparseable"):
         vals = [_share(r, lab) for r in rows]
@@ -138,31 +148,32 @@ def failure_labels(a: Analysis, judge: str | None) -> Figure:
     return fig
 
 
-def _share(r: dict[str, Any], label: str) -> float:
+def _share(r: LabelShares, label: str) -> float:
     """Share of all judgments (ok + not ok), so the bar shows unparseable too."""
-    total = r["n"] + r["unparseable"] + r["errors"]
+    total = r.n + r.unparseable + r.errors
     if not total:
         return 0.0
     if label == "unparseable":
-        return float(r["unparseable"] + r["errors"]) / float(total)
-    return float(r["labels"].get(label, 0)) / float(total)
+        return float(r.unparseable + r.errors) / float(total)
+    return float(r.labels.get(label, 0)) / float(total)
 
 
 def perturbation_deltas(a: Analysis, judge: str | None) -> Figure:
     """Dot-and-whisker: delta (perturbed - none) with its paired bootstrap CI, per cell."""
-    rows = [r for r in a.deltas if r["judge"] == judge and r["delta"] is not None]
-    perts = list(dict.fromkeys(r["perturbation"] for r in rows))
+    rows = [r for r in a.deltas if r.judge == judge and r.delta is not None]
+    perts = list(dict.fromkeys(r.perturbation for r in rows))
     fig, ax = plt.subplots(figsize=(7.5, 0.32 * max(len(rows), 1) + 1.8))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for y, r in enumerate(rows):
-        color = colors[perts.index(r["perturbation"]) % len(colors)]
-        lo = r["ci_low"] if r["ci_low"] is not None else r["delta"]
-        hi = r["ci_high"] if r["ci_high"] is not None else r["delta"]
+        color = colors[perts.index(r.perturbation) % len(colors)]
+        delta = r.delta or 0.0
+        lo = r.ci_low if r.ci_low is not None else delta
+        hi = r.ci_high if r.ci_high is not None else delta
         ax.plot([lo, hi], [y, y], color=color, lw=2, alpha=0.6)
-        ax.plot(r["delta"], y, "o", color=color)
+        ax.plot(delta, y, "o", color=color)
     ax.set_yticks(
         range(len(rows)),
-        [f"{r['model']} · {r['dataset']} · T={r['temperature']:g}" for r in rows],
+        [f"{r.model} · {r.dataset} · T={temp(r.temperature)}" for r in rows],
         fontsize=7,
     )
     for i, p in enumerate(perts):

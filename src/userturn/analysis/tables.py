@@ -16,9 +16,10 @@ import io
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from userturn.analysis.views import Analysis
+from userturn.analysis.views import AccuracyRow, Analysis
+from userturn.run.records import CellSummary
 from userturn.types import LABELS
 
 
@@ -118,17 +119,18 @@ def temp(t: float | None) -> str:
     return "–" if t is None else f"{t:g}"
 
 
-def _for_judge(rows: Iterable[dict[str, Any]], judge: str | None) -> list[dict[str, Any]]:
-    return [r for r in rows if r.get("judge") == judge]
+R = TypeVar("R")
 
 
-def _build(
-    name: str,
-    title: str,
-    spec: list[tuple[str, Callable[[dict[str, Any]], Any], Callable[[dict[str, Any]], str]]],
-    rows: list[dict[str, Any]],
-    note: str = "",
-) -> Table:
+def _for_judge(rows: Iterable[R], judge: str | None) -> list[R]:
+    return [r for r in rows if getattr(r, "judge", None) == judge]
+
+
+Column = tuple[str, Callable[[Any], Any], Callable[[Any], str]]
+"""(header, raw value for CSV, text for reading) of one table column."""
+
+
+def _build(name: str, title: str, spec: list[Column], rows: list[Any], note: str = "") -> Table:
     return Table(
         name=name,
         title=title,
@@ -139,73 +141,119 @@ def _build(
     )
 
 
-def _key(k: str) -> Callable[[dict[str, Any]], Any]:
-    return lambda r: r.get(k)
+def _key(k: str) -> Callable[[Any], Any]:
+    return lambda r: getattr(r, k)
 
 
-def _str(k: str) -> Callable[[dict[str, Any]], str]:
-    return lambda r: "–" if r.get(k) is None else str(r.get(k))
+def _str(k: str) -> Callable[[Any], str]:
+    return lambda r: "–" if getattr(r, k) is None else str(getattr(r, k))
+
+
+def _col(name: str, k: str) -> Column:
+    return (name, _key(k), _str(k))
+
+
+def _config_cols(a: Analysis) -> list[Column]:
+    """A config column only when the run holds several config fingerprints."""
+    return [_col("config", "config")] if len(a.configs) > 1 else []
+
+
+def corrected_text(c: CellSummary) -> str:
+    """The judge-corrected rate with its CI, or why there is none."""
+    if c.rate_corrected is None:
+        return "–" if c.correction_note is None else f"– ({c.correction_note})"
+    return rate_ci(c.rate_corrected, c.ci_corrected_low, c.ci_corrected_high)
+
+
+def _corrected_cols(cells: list[CellSummary]) -> list[Column]:
+    if not any(c.judge_card for c in cells):
+        return []
+    return [("corrected [95% CI]", _key("rate_corrected"), corrected_text)]
+
+
+@dataclass(frozen=True)
+class _AccCell:
+    """A cell with its (model, dataset, config) accuracy row, for Tables 3/5."""
+
+    cell: CellSummary
+    acc: AccuracyRow | None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.cell, name)
 
 
 def accuracy_followup_table(a: Analysis, judge: str | None) -> Table:
     """Tables 3/5: per model × dataset, accuracy and the follow-up rate at the lowest T."""
-    acc = {(r["model"], r["dataset"]): r for r in a.accuracy}
-    base = [c for c in _for_judge(a.cells, judge) if c["perturbation"] == "none"]
-    lowest: dict[tuple[str, str], dict[str, Any]] = {}
+    acc = {(r.model, r.dataset, r.config): r for r in a.accuracy}
+    base = [c for c in _for_judge(a.cells, judge) if c.perturbation == "none" and c.turn is None]
+    lowest: dict[tuple[str, str, str], CellSummary] = {}
     for c in base:
-        k = (c["model"], c["dataset"])
-        if k not in lowest or (c["temperature"] or 0) < (lowest[k]["temperature"] or 0):
+        k = (c.model, c.dataset, c.config)
+        if k not in lowest or (c.temperature or 0) < (lowest[k].temperature or 0):
             lowest[k] = c
-    rows = [{**c, "acc": acc.get(k, {})} for k, c in lowest.items()]
-    spec = [
-        ("model", _key("model"), _str("model")),
-        ("family", _key("family"), _str("family")),
-        ("dataset", _key("dataset"), _str("dataset")),
+    rows = [_AccCell(c, acc.get(k)) for k, c in lowest.items()]
+    spec: list[Column] = [
+        _col("model", "model"),
+        _col("family", "family"),
+        _col("dataset", "dataset"),
+        *_config_cols(a),
         (
             "accuracy",
-            lambda r: r["acc"].get("accuracy"),
-            lambda r: rate_ci(
-                r["acc"].get("accuracy"), r["acc"].get("ci_low"), r["acc"].get("ci_high")
-            ),
+            lambda r: r.acc.accuracy if r.acc else None,
+            lambda r: rate_ci(r.acc.accuracy, r.acc.ci_low, r.acc.ci_high) if r.acc else "–",
         ),
-        (
-            "answers",
-            lambda r: r["acc"].get("n_answers"),
-            lambda r: str(r["acc"].get("n_answers", "–")),
-        ),
-        ("answers truncated", _key("answers_truncated"), _str("answers_truncated")),
-        ("T", _key("temperature"), lambda r: temp(r["temperature"])),
-        ("follow-up", _key("rate"), lambda r: rate_ci(r["rate"], r["ci_low"], r["ci_high"])),
-        ("n", _key("n"), _str("n")),
-        ("unparseable", _unp, lambda r: str(_unp(r))),
+        _col("answers", "n_answers"),
+        ("answers truncated", _key("answers_truncated"), _truncated_text),
+        ("T", _key("temperature"), lambda r: temp(r.temperature)),
+        ("follow-up", _key("rate"), lambda r: rate_ci(r.rate, r.ci_low, r.ci_high)),
+        *_corrected_cols(base),
+        _col("n", "n"),
+        ("unparseable", _key("failed"), _str("failed")),
     ]
     return _build(
         "accuracy_followup",
         f"Accuracy and follow-up rate (judge {judge}, no perturbation, lowest T)",
         spec,
         rows,
-        note="Accuracy: Wilson 95% CI over answers. Follow-up: 95% CI "
-        "(Wilson, or cluster bootstrap by item when k > 1).",
+        note="Accuracy: Wilson 95% CI over answers; an answer cut inside its reasoning has no "
+        "final answer and counts as incorrect (marked 'in reasoning'). Follow-up: 95% CI "
+        "(Wilson, or an item-clustered interval when k > 1)." + _corrected_note(base),
     )
 
 
-def _unp(r: dict[str, Any]) -> int:
-    return int(r.get("unparseable") or 0) + int(r.get("errors") or 0)
+def _truncated_text(c: Any) -> str:
+    text = str(c.answers_truncated)
+    if c.answers_incomplete_reasoning:
+        text += f" ({c.answers_incomplete_reasoning} in reasoning)"
+    return text
+
+
+def _corrected_note(cells: list[CellSummary]) -> str:
+    cards = sorted({c.judge_card for c in cells if c.judge_card})
+    if not cards:
+        return ""
+    return (
+        f" Corrected: Rogan–Gladen estimate of the true rate given judge card "
+        f"{', '.join(cards)} (CI over items and the card's reference examples)."
+    )
 
 
 def temperature_table(a: Analysis, judge: str | None) -> Table:
     """Table 4: follow-up rate per model × dataset (rows) and temperature (columns)."""
-    base = [c for c in _for_judge(a.cells, judge) if c["perturbation"] == "none"]
-    temps = sorted({c["temperature"] for c in base if c["temperature"] is not None})
-    grid: dict[tuple[str, str], dict[float, dict[str, Any]]] = {}
+    base = [c for c in _for_judge(a.cells, judge) if c.perturbation == "none" and c.turn is None]
+    temps = sorted({c.temperature for c in base if c.temperature is not None})
+    grid: dict[tuple[str, str, str], dict[float | None, CellSummary]] = {}
     for c in base:
-        grid.setdefault((c["model"], c["dataset"]), {})[c["temperature"]] = c
-    columns = ["model", "dataset"] + [f"T={temp(t)}" for t in temps] + ["unparseable"]
+        grid.setdefault((c.model, c.dataset, c.config), {})[c.temperature] = c
+    several = len(a.configs) > 1
+    columns = ["model", "dataset", *(["config"] if several else [])]
+    columns += [f"T={temp(t)}" for t in temps] + ["unparseable"]
     rows, shown = [], []
-    for (model, dataset), by_t in grid.items():
-        unp = sum(_unp(c) for c in by_t.values())
-        rows.append([model, dataset, *[by_t[t]["rate"] if t in by_t else None for t in temps], unp])
-        shown.append([model, dataset, *[_cell_text(by_t.get(t)) for t in temps], str(unp)])
+    for (model, dataset, config), by_t in grid.items():
+        unp = sum(c.failed for c in by_t.values())
+        key = [model, dataset, *([config] if several else [])]
+        rows.append([*key, *[by_t[t].rate if t in by_t else None for t in temps], unp])
+        shown.append([*key, *[_cell_text(by_t.get(t)) for t in temps], str(unp)])
     return Table(
         "temperature_sweep",
         f"Follow-up rate vs temperature (judge {judge}, no perturbation)",
@@ -219,43 +267,40 @@ def temperature_table(a: Analysis, judge: str | None) -> Table:
 FEW_ITEMS = 10
 
 
-def _few_items(cells: list[dict[str, Any]]) -> str:
-    """A caveat when a cluster bootstrap rests on too few items to be trusted."""
-    few = [
-        c
-        for c in cells
-        if c.get("ci_method") == "cluster-bootstrap" and 0 < int(c.get("n_items") or 0) < FEW_ITEMS
-    ]
+def _few_items(cells: list[CellSummary]) -> str:
+    """A caveat when an item-clustered interval rests on few items."""
+    few = [c for c in cells if c.samples > 1 and 0 < c.n_items < FEW_ITEMS]
     if not few:
         return ""
     return (
-        f" Caution: {len(few)} bootstrap interval(s) rest on fewer than {FEW_ITEMS} "
-        "items and understate the uncertainty (they can even have zero width)."
+        f" Caution: {len(few)} interval(s) over k > 1 samples rest on fewer than {FEW_ITEMS} "
+        "items; read them as rough."
     )
 
 
-def _cell_text(c: dict[str, Any] | None) -> str:
+def _cell_text(c: CellSummary | None) -> str:
     if c is None:
         return "–"
-    return f"{rate_ci(c['rate'], c['ci_low'], c['ci_high'])} (n={c['n']})"
+    return f"{rate_ci(c.rate, c.ci_low, c.ci_high)} (n={c.n})"
 
 
 def perturbation_table(a: Analysis, judge: str | None) -> Table:
     """The positive controls: rate with each perturbation, its baseline, and the delta."""
     rows = _for_judge(a.deltas, judge)
-    spec = [
-        ("model", _key("model"), _str("model")),
-        ("dataset", _key("dataset"), _str("dataset")),
-        ("T", _key("temperature"), lambda r: temp(r["temperature"])),
-        ("perturbation", _key("perturbation"), _str("perturbation")),
-        ("rate (none)", _key("rate_base"), lambda r: pct(r["rate_base"])),
-        ("rate (perturbed)", _key("rate"), lambda r: pct(r["rate"])),
-        ("delta", _key("delta"), lambda r: _signed(r["delta"], r["ci_low"], r["ci_high"])),
-        ("items", _key("n_items"), _str("n_items")),
+    spec: list[Column] = [
+        _col("model", "model"),
+        _col("dataset", "dataset"),
+        *_config_cols(a),
+        ("T", _key("temperature"), lambda r: temp(r.temperature)),
+        _col("perturbation", "perturbation"),
+        ("rate (none)", _key("rate_base"), lambda r: pct(r.rate_base)),
+        ("rate (perturbed)", _key("rate"), lambda r: pct(r.rate)),
+        ("delta", _key("delta"), lambda r: _signed(r.delta, r.ci_low, r.ci_high)),
+        _col("items", "n_items"),
         (
             "unparseable",
-            lambda r: r["unparseable"] + r["unparseable_base"],
-            lambda r: str(r["unparseable"] + r["unparseable_base"]),
+            lambda r: r.unparseable + r.unparseable_base,
+            lambda r: str(r.unparseable + r.unparseable_base),
         ),
     ]
     return _build(
@@ -264,10 +309,10 @@ def perturbation_table(a: Analysis, judge: str | None) -> Table:
         spec,
         rows,
         note="delta = rate(perturbed) - rate(none) on the items present in both, "
-        "with a paired cluster-bootstrap 95% CI over items (in points)."
+        "with a paired item-clustered 95% CI (in points)."
         + (
-            f" Caution: with fewer than {FEW_ITEMS} items the interval understates the uncertainty."
-            if any(0 < r["n_items"] < FEW_ITEMS for r in rows)
+            f" Caution: with fewer than {FEW_ITEMS} items the interval is rough."
+            if any(0 < r.n_items < FEW_ITEMS for r in rows)
             else ""
         ),
     )
@@ -285,13 +330,15 @@ def _signed(d: float | None, lo: float | None, hi: float | None) -> str:
 def failure_table(a: Analysis, judge: str | None, by: str = "family") -> Table:
     """Failure-mode shares (of all ok judgments) per family or model, one column per label."""
     rows = _for_judge(a.labels_by_family if by == "family" else a.labels_by_model, judge)
-    columns = [by, *LABELS, "n", "unparseable"]
+    several = len(a.configs) > 1
+    columns = [by, *(["config"] if several else []), *LABELS, "n", "unparseable"]
     raw, shown = [], []
     for r in rows:
-        shares = [r["shares"].get(lab) for lab in LABELS]
-        unp = r["unparseable"] + r["errors"]
-        raw.append([r[by], *[s or 0.0 for s in shares], r["n"], unp])
-        shown.append([str(r[by]), *[pct(s or 0.0) for s in shares], str(r["n"]), str(unp)])
+        shares = [r.shares.get(lab) for lab in LABELS]
+        unp = r.unparseable + r.errors
+        key = [r.group, *([r.config] if several else [])]
+        raw.append([*key, *[s or 0.0 for s in shares], r.n, unp])
+        shown.append([*map(str, key), *[pct(s or 0.0) for s in shares], str(r.n), str(unp)])
     return Table(
         f"failure_modes_{by}",
         f"Label shares per {by} (judge {judge}, all cells)",
@@ -305,13 +352,14 @@ def failure_table(a: Analysis, judge: str | None, by: str = "family") -> Table:
 
 def correlation_table(a: Analysis, judge: str | None) -> Table:
     rows = _for_judge(a.correlations, judge)
-    spec = [
-        ("T", _key("temperature"), lambda r: temp(r["temperature"])),
-        ("scope", _key("scope"), _str("scope")),
-        ("points", _key("n_points"), _str("n_points")),
-        ("Pearson r", _key("pearson_r"), lambda r: _f(r["pearson_r"], r["pearson_p"])),
-        ("Spearman rho", _key("spearman_rho"), lambda r: _f(r["spearman_rho"], r["spearman_p"])),
-        ("note", _key("note"), _str("note")),
+    spec: list[Column] = [
+        ("T", _key("temperature"), lambda r: temp(r.temperature)),
+        *_config_cols(a),
+        _col("scope", "scope"),
+        _col("points", "n_points"),
+        ("Pearson r", _key("pearson_r"), lambda r: _f(r.pearson_r, r.pearson_p)),
+        ("Spearman rho", _key("spearman_rho"), lambda r: _f(r.spearman_rho, r.spearman_p)),
+        _col("note", "note"),
     ]
     return _build(
         "correlation",

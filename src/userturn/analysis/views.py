@@ -1,6 +1,10 @@
 """The paper-level views built from cells: accuracy, label shares, perturbation deltas
 and the accuracy-vs-follow-up correlation, plus ``analyze`` which gathers them all for
-the report."""
+the report.
+
+Each view is a list of frozen rows (fields, not dict keys). Every grouping includes the
+config fingerprint, so no view mixes two experiments.
+"""
 
 from __future__ import annotations
 
@@ -8,118 +12,197 @@ import math
 import warnings
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from userturn.analysis.cards import judge_cards
 from userturn.analysis.cells import Answer, Cell, collect_cells
-from userturn.analysis.intervals import ItemCounts, paired_bootstrap_diff, wilson
-from userturn.store import Store
+from userturn.analysis.intervals import ItemCounts, paired_diff_interval, wilson
+from userturn.run.records import CellSummary
+from userturn.run.store import Store
 
 
-def accuracy_by_model_dataset(cells: Iterable[Cell]) -> list[dict[str, Any]]:
-    """Task accuracy per (model, dataset) over distinct answers, with a Wilson CI.
+@dataclass(frozen=True)
+class AccuracyRow:
+    model: str
+    family: str
+    dataset: str
+    config: str
+    n_answers: int
+    n_scored: int
+    correct: int
+    accuracy: float | None
+    ci_low: float | None
+    ci_high: float | None
+    answers_truncated: int
+    answers_incomplete_reasoning: int
+
+
+@dataclass(frozen=True)
+class LabelShares:
+    group: str
+    """The model or family name."""
+    judge: str | None
+    config: str
+    n: int
+    n_total: int
+    unparseable: int
+    errors: int
+    labels: dict[str, int]
+    shares: dict[str, float]
+
+
+@dataclass(frozen=True)
+class DeltaRow:
+    model: str
+    family: str
+    dataset: str
+    config: str
+    temperature: float | None
+    judge: str | None
+    perturbation: str
+    n_items: int
+    n: int
+    n_base: int
+    rate: float | None
+    rate_base: float | None
+    delta: float | None
+    ci_low: float | None
+    ci_high: float | None
+    ci_method: str
+    unparseable: int
+    unparseable_base: int
+
+
+@dataclass(frozen=True)
+class Correlation:
+    judge: str | None
+    temperature: float | None
+    config: str
+    scope: str
+    n_points: int
+    pearson_r: float | None
+    pearson_p: float | None
+    spearman_rho: float | None
+    spearman_p: float | None
+    note: str
+    points: list[dict[str, Any]] = field(default_factory=list)
+
+
+def accuracy_by_model_dataset(cells: Iterable[Cell]) -> list[AccuracyRow]:
+    """Task accuracy per (model, dataset, config) over distinct answers, with a Wilson CI.
 
     Answers are shared by every temperature, sample, perturbation and judge, so they are
-    deduplicated by answer key before counting.
+    deduplicated by answer key before counting. An answer cut inside its reasoning has
+    no final answer and is scored incorrect; it is counted apart as well.
     """
-    groups: dict[tuple[str, str], tuple[str, dict[str, Answer]]] = {}
+    groups: dict[tuple[str, str, str], tuple[str, dict[str, Answer]]] = {}
     for c in cells:
-        fam, answers = groups.setdefault((c.model, c.dataset), (c.family, {}))
+        fam, answers = groups.setdefault((c.model, c.dataset, c.config), (c.family, {}))
         answers.update(c.answers)
     out = []
-    for (model, dataset), (fam, answers) in groups.items():
+    for (model, dataset, config), (fam, answers) in groups.items():
         scored = [a.correct for a in answers.values() if a.correct is not None]
         k = sum(1 for s in scored if s)
         lo, hi = wilson(k, len(scored)) if scored else (None, None)
         out.append(
-            {
-                "model": model,
-                "family": fam,
-                "dataset": dataset,
-                "n_answers": len(answers),
-                "n_scored": len(scored),
-                "correct": k,
-                "accuracy": k / len(scored) if scored else None,
-                "ci_low": lo,
-                "ci_high": hi,
-                "answers_truncated": sum(1 for a in answers.values() if a.truncated),
-            }
+            AccuracyRow(
+                model=model,
+                family=fam,
+                dataset=dataset,
+                config=config,
+                n_answers=len(answers),
+                n_scored=len(scored),
+                correct=k,
+                accuracy=k / len(scored) if scored else None,
+                ci_low=lo,
+                ci_high=hi,
+                answers_truncated=sum(1 for a in answers.values() if a.truncated),
+                answers_incomplete_reasoning=sum(
+                    1 for a in answers.values() if a.incomplete_reasoning
+                ),
+            )
         )
     return out
 
 
-def label_distribution(cells: Iterable[Cell], by: str = "model") -> list[dict[str, Any]]:
+def label_distribution(cells: Iterable[Cell], by: str = "model") -> list[LabelShares]:
     """Label counts and shares (of ok judgments) per judge and per model or family."""
     if by not in ("model", "family"):
         raise ValueError(f"by must be 'model' or 'family', got {by!r}")
-    groups: dict[tuple[str | None, str], dict[str, Any]] = {}
+    groups: dict[tuple[str | None, str, str], dict[str, Any]] = {}
     for c in cells:
         name = c.model if by == "model" else c.family
         g = groups.setdefault(
-            (c.judge, name),
+            (c.judge, name, c.config),
             {"labels": Counter(), "n": 0, "n_total": 0, "unparseable": 0, "errors": 0},
         )
         g["labels"].update(c.labels)
         for k in ("n", "n_total", "unparseable", "errors"):
             g[k] += getattr(c, k)
     out = []
-    for (judge, name), g in groups.items():
+    for (judge, name, config), g in groups.items():
         labels: Counter[str] = g.pop("labels")
         shares = {lab: cnt / g["n"] for lab, cnt in labels.items()} if g["n"] else {}
         out.append(
-            {
-                by: name,
-                "judge": judge,
+            LabelShares(
+                group=name,
+                judge=judge,
+                config=config,
                 **g,
-                "labels": dict(sorted(labels.items(), key=lambda kv: (-kv[1], kv[0]))),
-                "shares": dict(sorted(shares.items(), key=lambda kv: (-kv[1], kv[0]))),
-            }
+                labels=dict(sorted(labels.items(), key=lambda kv: (-kv[1], kv[0]))),
+                shares=dict(sorted(shares.items(), key=lambda kv: (-kv[1], kv[0]))),
+            )
         )
     return out
 
 
-def perturbation_deltas(cells: Iterable[Cell]) -> list[dict[str, Any]]:
-    """Rate with each perturbation minus the rate without it, per (model, dataset, T, judge).
+def perturbation_deltas(cells: Iterable[Cell]) -> list[DeltaRow]:
+    """Rate with each perturbation minus the rate without it, per (model, dataset, config,
+    T, judge).
 
     The two conditions share items (the same answers, perturbed or not), so the interval
     is a paired cluster bootstrap over the items present in both cells, and the point
     estimate is computed on those same items.
     """
     cells = list(cells)
-    base = {
-        (c.model, c.dataset, c.temperature, c.judge): c for c in cells if c.perturbation == "none"
-    }
+    base = {_delta_key(c): c for c in cells if c.perturbation == "none"}
     out = []
     for c in cells:
-        ref = base.get((c.model, c.dataset, c.temperature, c.judge))
+        ref = base.get(_delta_key(c))
         if c.perturbation == "none" or ref is None:
             continue
         shared = sorted(set(c.per_item) & set(ref.per_item))
         a, b = c.item_counts(shared), ref.item_counts(shared)
         ra, rb = _pooled(a), _pooled(b)
-        lo, hi = paired_bootstrap_diff(a, b)
+        (lo, hi), method = paired_diff_interval(a, b)
         out.append(
-            {
-                "model": c.model,
-                "family": c.family,
-                "dataset": c.dataset,
-                "temperature": c.temperature,
-                "judge": c.judge,
-                "perturbation": c.perturbation,
-                "n_items": len(shared),
-                "n": c.n,
-                "n_base": ref.n,
-                "rate": ra,
-                "rate_base": rb,
-                "delta": None if ra is None or rb is None else ra - rb,
-                "ci_low": lo,
-                "ci_high": hi,
-                "ci_method": "paired-cluster-bootstrap",
-                "unparseable": c.unparseable + c.errors,
-                "unparseable_base": ref.unparseable + ref.errors,
-            }
+            DeltaRow(
+                model=c.model,
+                family=c.family,
+                dataset=c.dataset,
+                config=c.config,
+                temperature=c.temperature,
+                judge=c.judge,
+                perturbation=c.perturbation,
+                n_items=len(shared),
+                n=c.n,
+                n_base=ref.n,
+                rate=ra,
+                rate_base=rb,
+                delta=None if ra is None or rb is None else ra - rb,
+                ci_low=lo,
+                ci_high=hi,
+                ci_method=method,
+                unparseable=c.unparseable + c.errors,
+                unparseable_base=ref.unparseable + ref.errors,
+            )
         )
     return out
+
+
+def _delta_key(c: Cell) -> tuple[Any, ...]:
+    return (c.model, c.dataset, c.config, c.probe, c.turn, c.temperature, c.judge)
 
 
 def _pooled(counts: ItemCounts) -> float | None:
@@ -162,7 +245,7 @@ def _num(x: Any) -> float | None:
     return None if math.isnan(v) else v
 
 
-def accuracy_followup_correlation(cells: Iterable[Cell]) -> list[dict[str, Any]]:
+def accuracy_followup_correlation(cells: Iterable[Cell]) -> list[Correlation]:
     """Across models: does task accuracy predict the follow-up rate? (The paper: no.)
 
     Points are (model, dataset) pairs with both an accuracy and a rate, perturbation
@@ -171,12 +254,12 @@ def accuracy_followup_correlation(cells: Iterable[Cell]) -> list[dict[str, Any]]
     same question within models: item correctness (0/1) against the item's follow-up
     rate (a point-biserial r), which stays defined when a grid has only two models.
     """
-    groups: dict[tuple[str | None, float | None], list[Cell]] = {}
+    groups: dict[tuple[str | None, float | None, str], list[Cell]] = {}
     for c in cells:
         if c.perturbation == "none" and c.accuracy is not None and c.rate is not None:
-            groups.setdefault((c.judge, c.temperature), []).append(c)
+            groups.setdefault((c.judge, c.temperature, c.config), []).append(c)
     out = []
-    for (judge, temp), group in groups.items():
+    for (judge, temp, config), group in groups.items():
         points: list[dict[str, Any]] = [
             {"model": c.model, "dataset": c.dataset, "accuracy": c.accuracy, "rate": c.rate}
             for c in group
@@ -186,17 +269,9 @@ def accuracy_followup_correlation(cells: Iterable[Cell]) -> list[dict[str, Any]]
             scopes[ds] = [p for p in points if p["dataset"] == ds]
         for scope, pts in scopes.items():
             corr = correlation([p["accuracy"] for p in pts], [p["rate"] for p in pts])
-            out.append({"judge": judge, "temperature": temp, "scope": scope, "points": pts, **corr})
+            out.append(Correlation(judge, temp, config, scope, points=pts, **corr))
         xs, ys = _item_points(group)
-        out.append(
-            {
-                "judge": judge,
-                "temperature": temp,
-                "scope": "items",
-                "points": [],
-                **correlation(xs, ys),
-            }
-        )
+        out.append(Correlation(judge, temp, config, "items", **correlation(xs, ys)))
     return out
 
 
@@ -215,27 +290,39 @@ def _item_points(cells: list[Cell]) -> tuple[list[float], list[float]]:
 
 @dataclass
 class Analysis:
-    """Everything the report shows, as JSON-ready rows (``report/analysis.json``)."""
+    """Everything the report shows (``report/analysis.json``)."""
 
-    cells: list[dict[str, Any]]
-    accuracy: list[dict[str, Any]]
-    labels_by_model: list[dict[str, Any]]
-    labels_by_family: list[dict[str, Any]]
-    deltas: list[dict[str, Any]]
-    correlations: list[dict[str, Any]]
+    cells: list[CellSummary]
+    accuracy: list[AccuracyRow]
+    labels_by_model: list[LabelShares]
+    labels_by_family: list[LabelShares]
+    deltas: list[DeltaRow]
+    correlations: list[Correlation]
 
     @property
     def judges(self) -> list[str | None]:
-        return list(dict.fromkeys(c["judge"] for c in self.cells))
+        return list(dict.fromkeys(c.judge for c in self.cells))
+
+    @property
+    def configs(self) -> list[str]:
+        return list(dict.fromkeys(c.config for c in self.cells))
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {
+            "cells": [c.to_json() for c in self.cells],
+            **{
+                name: [asdict(r) for r in getattr(self, name)]
+                for name in ("accuracy", "labels_by_model", "labels_by_family", "deltas")
+            },
+            "correlations": [asdict(r) for r in self.correlations],
+        }
 
 
 def analyze(store: Store) -> Analysis:
     cells = collect_cells(store)
+    cards = judge_cards(store)
     return Analysis(
-        cells=[c.to_json() for c in cells],
+        cells=[c.summary(cards.get(c.judge or "")) for c in cells],
         accuracy=accuracy_by_model_dataset(cells),
         labels_by_model=label_distribution(cells, "model"),
         labels_by_family=label_distribution(cells, "family"),

@@ -23,7 +23,7 @@ from typing import Any
 from userturn.annotate.db import DB_NAME, Annotation, AnnotationDB
 from userturn.annotate.packet import load_key, load_packet
 from userturn.errors import UserError
-from userturn.export import write_json
+from userturn.run.outputs import write_json
 
 log = logging.getLogger(__name__)
 

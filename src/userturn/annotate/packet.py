@@ -23,9 +23,9 @@ from typing import Any
 
 from userturn.annotate.sampling import Pick, Sampling, arrange, choose, eligible
 from userturn.errors import UserError
-from userturn.export import STORE_NAME, iter_records, write_json
+from userturn.run.outputs import iter_records, write_json
 from userturn.judges import normalize_judge_spec
-from userturn.store import Store
+from userturn.run.store import open_run
 from userturn.types import LABELS, Message
 
 log = logging.getLogger(__name__)
@@ -127,14 +127,8 @@ def _check_destinations(packet: Path, key_path: Path) -> None:
 
 
 def _read_records(run_dir: Path) -> list[dict[str, Any]]:
-    db = run_dir / STORE_NAME
-    if not db.is_file():
-        raise UserError(f"not a run directory (no {STORE_NAME})", file=str(run_dir), field="run")
-    store = Store(db)
-    try:
+    with open_run(run_dir) as store:
         return list(iter_records(store))
-    finally:
-        store.close()
 
 
 def _resolve_judges(

@@ -25,6 +25,10 @@ class Capabilities:
     n_samples: bool = True
     seeds: bool = True
     prefix_cache: bool = False
+    loglikelihood: bool = False
+    """``loglikelihood`` scores continuations (full-softmax token log-probabilities)."""
+    batched_samples: bool = False
+    """The k samples of one prompt are decoded together (one prompt pass, one batch)."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,12 @@ class Backend(ABC):
     @property
     def revision(self) -> str:
         """File SHA or hub revision, part of every record key."""
+        return ""
+
+    @property
+    def decode_key(self) -> str:
+        """How samples are decoded, when that changes the text (e.g. batched vs
+        sequential k-sample decoding); part of every user-turn key. "" by default."""
         return ""
 
     @property

@@ -12,6 +12,11 @@ a sample's tokens do not depend on which other samples share its batch, up to th
 float rounding of a padded batch. Greedy (T=0) ignores seeds. The model's own
 ``generation_config`` defaults (repetition penalty, sampling knobs) are dropped: the run's
 ``SamplingParams`` are all that apply, as with the other backends.
+
+``loglikelihood``: one forward pass per prompt + continuation, ``batch`` rows at a time
+(left-padded, explicit position ids, logits kept only for the continuation positions),
+log-softmax in float64 (``backends.likelihood``). No prompt sharing between continuations:
+each row carries its prompt, which on a GPU costs little next to a simpler, exact path.
 """
 
 from __future__ import annotations
@@ -23,16 +28,33 @@ from typing import Any
 
 from userturn import hfmodel
 from userturn.backends.base import Backend, Capabilities
-from userturn.backends.hf_decode import Row, SeededSampler, decode_rows, padded_batch
+from userturn.backends.hf_decode import (
+    Row,
+    SeededSampler,
+    decode_rows,
+    padded_batch,
+    score_batch,
+)
+from userturn.backends.likelihood import continuation_ids, score
 from userturn.errors import UserError
 from userturn.spec import Spec
-from userturn.types import Completion, GenRequest, GenResult, SamplingParams
+from userturn.types import (
+    Completion,
+    ContinuationScore,
+    GenRequest,
+    GenResult,
+    SamplingParams,
+    ScoreRequest,
+    ScoreResult,
+)
 
 log = logging.getLogger(__name__)
 
 
 class HFBackend(Backend):
-    capabilities = Capabilities(raw_completion=True, n_samples=True, seeds=True, prefix_cache=False)
+    capabilities = Capabilities(
+        raw_completion=True, n_samples=True, seeds=True, prefix_cache=False, loglikelihood=True
+    )
 
     def __init__(self, spec: Spec) -> None:
         super().__init__(spec)
@@ -134,6 +156,33 @@ class HFBackend(Backend):
             )
         new = out[:, input_ids.shape[1] :].tolist()
         return decode_rows(new, self.tokenizer, self.eos_ids(), params)
+
+    def loglikelihood(self, requests: list[ScoreRequest]) -> list[ScoreResult]:
+        """Every (prompt, continuation) is one row; rows go ``batch`` at a time."""
+        rows: list[tuple[int, int, list[int], list[int]]] = []
+        lengths = []
+        for ri, req in enumerate(requests):
+            ids = self.tokenize(req.prompt)
+            lengths.append(len(ids))
+            for ci, cont in enumerate(req.continuations):
+                tail = continuation_ids(self.tokenize, self.tokenize, req.prompt, ids, cont)
+                rows.append((ri, ci, ids, tail))
+        done: dict[tuple[int, int], ContinuationScore] = {}
+        live = [r for r in rows if r[3]]
+        live.sort(key=lambda r: len(r[2]) + len(r[3]))  # similar lengths: less padding
+        for at in range(0, len(live), self.batch):
+            chunk = live[at : at + self.batch]
+            lps = score_batch(
+                self.model, [(r[2], r[3]) for r in chunk], self.tokenizer.pad_token_id
+            )
+            done |= {(r[0], r[1]): score(lp) for r, lp in zip(chunk, lps, strict=True)}
+        return [
+            ScoreResult(
+                tuple(done.get((ri, ci), score([])) for ci in range(len(req.continuations))),
+                prompt_tokens=lengths[ri] * len(req.continuations),
+            )
+            for ri, req in enumerate(requests)
+        ]
 
     def describe(self) -> dict[str, object]:
         return {

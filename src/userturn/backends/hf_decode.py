@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from transformers import LogitsProcessor
 
+from userturn.backends.likelihood import target_logprobs
 from userturn.types import Completion, Finish, SamplingParams
 
 
@@ -113,4 +114,31 @@ def decode_rows(
             text = text[:at]
         reason: Finish = "stop" if finish == "stop" else "length"
         out.append(Completion(text=text, finish=reason, completion_tokens=n))
+    return out
+
+
+def score_batch(
+    model: Any, rows: list[tuple[list[int], list[int]]], pad_id: int
+) -> list[list[float]]:
+    """Token log-probabilities of each row's continuation given its prompt, one forward.
+
+    Rows are left-padded, so every continuation ends in the last column and only the last
+    ``max(len(continuation)) + 1`` positions need logits (``logits_to_keep``). Position ids
+    count real tokens only, so a padded row computes what it would alone.
+    """
+    ids, mask = padded_batch([tuple(p + c) for p, c in rows], pad_id)
+    keep = max(len(c) for _, c in rows) + 1
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.inference_mode():
+        logits = model(
+            input_ids=ids.to(model.device),
+            attention_mask=mask.to(model.device),
+            position_ids=positions.to(model.device),
+            logits_to_keep=keep,
+        ).logits
+    out = []
+    for i, (_, cont) in enumerate(rows):
+        n = len(cont)
+        rows_i = logits[i, keep - n - 1 : keep - 1].float().cpu().numpy()
+        out.append([float(x) for x in target_logprobs(rows_i, cont)])
     return out

@@ -4,32 +4,46 @@ Why it is fast here: llama-cpp-python keeps one sequence in its KV cache and, on
 call, re-evaluates only the tokens after the longest common prefix. The pipeline runs
 each item's answer and then its user-turn prompts back to back (``batch_items = 1``),
 and the user-turn prompt is almost always "answer prompt + answer + user header", so
-nearly all of it is reused; k samples of one prompt share it too. We count the reused
-tokens ourselves from the cached ids, so the figure is ours, not a log line.
+nearly all of it is reused. We count the reused tokens ourselves from the cached ids, so
+the figure is ours, not a log line.
 
-Spec: ``llamacpp:PATH.gguf`` or ``smollm2-135m``; options ``n_ctx``, ``n_threads``.
+k samples of one prompt (k > 1, T > 0) are decoded together by default
+(``llamacpp_batch``): one prompt pass, k KV sequences, one ``llama_decode`` per step, each
+sample with its own seeded sampler. The text is the same as decoding them one after
+another (``?batch_samples=off``), so ``decode_key`` is empty in both modes.
+``loglikelihood`` scores continuations in the prompt's KV prefix (``llamacpp_score``).
+
+Spec: ``llamacpp:PATH.gguf`` or ``smollm2-135m``; options ``n_ctx`` (tokens per
+sequence), ``n_threads``, ``batch_samples`` (``on``/``off``), ``n_seq`` (most samples
+decoded together, default 4; each is ``n_ctx`` more KV cells, allocated at load).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from userturn import assets
+from userturn.backends import llamacpp_batch as lb
 from userturn.backends.base import Backend, Capabilities
+from userturn.backends.likelihood import continuation_ids
+from userturn.backends.llamacpp_score import score_prompt
 from userturn.errors import UserError, missing_extra
 from userturn.spec import Spec
-from userturn.types import Completion, Finish, GenRequest, GenResult, SamplingParams
+from userturn.types import (
+    Completion,
+    GenRequest,
+    GenResult,
+    SamplingParams,
+    ScoreRequest,
+    ScoreResult,
+)
 
 log = logging.getLogger(__name__)
-
-
-def _first_stop(text: str, stops: tuple[str, ...]) -> int | None:
-    hits = [i for i in (text.find(s) for s in stops if s) if i >= 0]
-    return min(hits) if hits else None
 
 
 def _llama_cpp() -> Any:
@@ -45,20 +59,21 @@ def _import_llama() -> Any:
 
 
 class LlamaCppBackend(Backend):
-    capabilities = Capabilities(raw_completion=True, n_samples=True, seeds=True, prefix_cache=True)
+    capabilities = Capabilities(
+        raw_completion=True,
+        n_samples=True,
+        seeds=True,
+        prefix_cache=True,
+        loglikelihood=True,
+        batched_samples=True,
+    )
     batch_items = 1
 
     def __init__(self, spec: Spec) -> None:
         super().__init__(spec)
-        if spec.target == "smollm2-135m":
-            self.path = assets.fetch(assets.SMOLLM2)
-            self._model_id = "smollm2-135m"
-            self._revision = assets.SMOLLM2.sha256 or ""
-        elif spec.target == "qwen2.5-coder-0.5b":  # opt-in: fetched only when named
-            from userturn import assets_qwen
-
-            self.path = assets_qwen.fetch_multipart(assets_qwen.QWEN25_CODER_05B)
-            self._model_id, self._revision = spec.target, assets_qwen.QWEN25_CODER_05B.sha256
+        if spec.target in assets.MODELS:  # a named model: fetched (once) when used
+            self.path = assets.fetch_model(spec.target)
+            self._model_id, self._revision = spec.target, assets.model_sha(spec.target)
         else:
             self.path = Path(spec.target)
             if not self.path.is_file():
@@ -67,6 +82,12 @@ class LlamaCppBackend(Backend):
             self._revision = ""
         self.n_ctx = int(spec.option("n_ctx", "4096") or 4096)
         self.n_threads = int(spec.option("n_threads") or os.cpu_count() or 1)
+        self.batch_samples = _on_off(spec.option("batch_samples") or "on", "batch_samples")
+        self.n_seq = int(spec.option("n_seq") or 4)
+        if not 1 <= self.n_seq <= lb.MAX_STREAMS:
+            raise UserError(f"n_seq must be within 1..{lb.MAX_STREAMS}", field="n_seq")
+        if not self.batch_samples:
+            self.capabilities = replace(self.capabilities, batched_samples=False)
         self.stats = {"prompt_tokens": 0, "prompt_tokens_reused": 0, "calls": 0}
 
     @property
@@ -92,13 +113,16 @@ class LlamaCppBackend(Backend):
     def llm(self) -> Any:
         llama_cpp = _import_llama()
         log.info("loading %s (n_ctx=%d, threads=%d)", self.path, self.n_ctx, self.n_threads)
-        return llama_cpp.Llama(
+        llm = llama_cpp.Llama(
             model_path=str(self.path),
             n_ctx=self.n_ctx,
             n_threads=self.n_threads,
             n_batch=512,
             verbose=False,
         )
+        if self.batch_samples and self.n_seq > 1:
+            lb.add_streams(llm, self.n_seq, self.n_ctx)
+        return llm
 
     @cached_property
     def runtime_adds_bos(self) -> bool:  # type: ignore[override]
@@ -138,18 +162,14 @@ class LlamaCppBackend(Backend):
 
     def _one(self, req: GenRequest) -> GenResult:
         tokens = list(req.prompt_token_ids or self.tokenize(req.prompt))
-        if len(tokens) + req.params.max_tokens > self.n_ctx:
-            raise UserError(
-                f"prompt of {len(tokens)} tokens + max_tokens "
-                f"{req.params.max_tokens} exceeds n_ctx {self.n_ctx}; "
-                "raise ?n_ctx= or lower the token budget",
-                field="max_tokens",
-            )
-        completions = []
-        reused_total = 0
-        for seed in req.seeds:
-            reused_total += self._reusable(tokens)
-            completions.append(self._sample(tokens, req.params, seed))
+        self._check_fits(len(tokens), req.params.max_tokens, "max_tokens")
+        if self.batch_samples and len(req.seeds) > 1:
+            completions, reused_total = self._together(tokens, req.params, req.seeds)
+        else:
+            completions, reused_total = [], 0
+            for seed in req.seeds:
+                reused_total += self._reusable(tokens)
+                completions.append(self._sample(tokens, req.params, seed))
         n = len(req.seeds)
         self.stats["calls"] += n
         self.stats["prompt_tokens"] += len(tokens) * n
@@ -157,6 +177,14 @@ class LlamaCppBackend(Backend):
         return GenResult(
             tuple(completions), prompt_tokens=len(tokens) * n, prompt_tokens_reused=reused_total
         )
+
+    def _check_fits(self, n_prompt: int, n_more: int, field: str) -> None:
+        if n_prompt + n_more > self.n_ctx:
+            raise UserError(
+                f"prompt of {n_prompt} tokens + {field} {n_more} exceeds n_ctx {self.n_ctx}; "
+                "raise ?n_ctx= or lower the token budget",
+                field=field,
+            )
 
     def _sample(self, tokens: list[int], params: SamplingParams, seed: int | None) -> Completion:
         """One raw sample, detokenized *with* special tokens.
@@ -169,9 +197,7 @@ class LlamaCppBackend(Backend):
         llm = self.llm
         if seed is not None:
             llm.set_seed(seed)
-        out: list[int] = []
-        text = ""
-        finish: Finish = "length"
+        sample = lb.Sample(params.stop, params.max_tokens)
         gen = llm.generate(
             tokens,
             top_k=params.top_k,
@@ -181,19 +207,32 @@ class LlamaCppBackend(Backend):
             repeat_penalty=1.0,
         )
         for token in gen:
-            if _llama_cpp().llama_vocab_is_eog(llm._model.vocab, token):
-                finish = "stop"
-                break
-            out.append(token)
-            text = llm.detokenize(out, special=True).decode("utf-8", errors="replace")
-            cut = _first_stop(text, params.stop)
-            if cut is not None:
-                text, finish = text[:cut], "stop"
-                break
-            if len(out) >= params.max_tokens:
+            eog = bool(_llama_cpp().llama_vocab_is_eog(llm._model.vocab, token))
+            if sample.push(token, eog, self._detokenize):
                 break
         gen.close()
-        return Completion(text=text, finish=finish, completion_tokens=len(out))
+        return sample.completion()
+
+    def _detokenize(self, ids: list[int]) -> str:
+        return str(self.llm.detokenize(ids, special=True).decode("utf-8", errors="replace"))
+
+    def _together(
+        self, tokens: list[int], params: SamplingParams, seeds: tuple[int | None, ...]
+    ) -> tuple[list[Completion], int]:
+        """The samples of one prompt decoded as one batch, in groups of at most ``n_seq``.
+
+        Returns the completions in seed order and the prompt tokens taken from the cache,
+        counted as in sequential decoding: the group's first sample reuses the cached
+        prefix, each other one all but the prompt's last token (re-evaluated for it).
+        """
+        group = min(len(seeds), lb.streams(self.llm))
+        out: list[Completion] = []
+        reused = 0
+        for at in range(0, len(seeds), group):
+            chunk = seeds[at : at + group]
+            reused += lb.eval_prompt(self.llm, tokens) + (len(chunk) - 1) * (len(tokens) - 1)
+            out += [s.completion() for s in lb.decode_group(self.llm, tokens, params, chunk)]
+        return out, reused
 
     def _reusable(self, tokens: list[int]) -> int:
         """Tokens llama-cpp-python will take from its KV cache for this prompt.
@@ -209,7 +248,31 @@ class LlamaCppBackend(Backend):
             n += 1
         return n
 
+    def loglikelihood(self, requests: list[ScoreRequest]) -> list[ScoreResult]:
+        """Each request's prompt is evaluated once (reusing the cached prefix); each
+        continuation is scored in its KV prefix (``llamacpp_score``)."""
+        return [self._score(req) for req in requests]
+
+    def _score(self, req: ScoreRequest) -> ScoreResult:
+        prompt_ids = self.tokenize(req.prompt)
+        conts = [
+            continuation_ids(self.tokenize, self._piece, req.prompt, prompt_ids, c)
+            for c in req.continuations
+        ]
+        self._check_fits(len(prompt_ids), max(map(len, conts), default=0), "continuation")
+        return score_prompt(self.llm, prompt_ids, conts)
+
+    def _piece(self, text: str) -> list[int]:
+        ids: list[int] = self._vocab.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        return ids
+
     def close(self) -> None:
         if "llm" in self.__dict__:
             self.llm.close()
             del self.__dict__["llm"]
+
+
+def _on_off(raw: str, name: str) -> bool:
+    if raw not in ("on", "off"):
+        raise UserError(f"{name} must be 'on' or 'off', got {raw!r}", field=name)
+    return raw == "on"

@@ -14,8 +14,14 @@ anyway when tp*pp exceeds the local GPUs, i.e. multi-node), ``dtype``,
 ``max_model_len``, ``gpu_memory_utilization``, ``tokenizer``, ``revision``,
 ``adapter`` (a LoRA folder), ``max_lora_rank``.
 
+``loglikelihood`` sends prompt + continuation as one request with ``prompt_logprobs``
+and reads the continuation's own token log-probabilities (raw logits: temperature 1, full
+softmax). vLLM computes prompt log-probabilities only for tokens it evaluates, so such
+requests get little from the prefix cache; on a GPU the prompt pass is cheap.
+
 Request building is pure (``vllm_requests``: ``engine_args``, ``sampling_args``,
-``plan_calls``, ``collect``) and unit-tested without vLLM; tests/gpu runs the real thing.
+``plan_calls``, ``collect``, ``score_args``, ``plan_scores``, ``collect_scores``) and
+unit-tested without vLLM; tests/gpu runs the real thing.
 """
 
 from __future__ import annotations
@@ -27,16 +33,40 @@ from typing import Any
 
 from userturn import hfmodel
 from userturn.backends.base import Backend, Capabilities
-from userturn.backends.vllm_requests import Call, collect, engine_args, plan_calls, sampling_args
+from userturn.backends.likelihood import continuation_ids
+from userturn.backends.vllm_requests import (
+    Call,
+    ScoreCall,
+    collect,
+    collect_scores,
+    engine_args,
+    plan_calls,
+    plan_scores,
+    sampling_args,
+    score_args,
+)
 from userturn.errors import UserError, missing_extra
 from userturn.spec import Spec
-from userturn.types import GenRequest, GenResult
+from userturn.types import GenRequest, GenResult, ScoreRequest, ScoreResult
 
-__all__ = ["Call", "VLLMBackend", "collect", "engine_args", "plan_calls", "sampling_args"]
+__all__ = [
+    "Call",
+    "ScoreCall",
+    "VLLMBackend",
+    "collect",
+    "collect_scores",
+    "engine_args",
+    "plan_calls",
+    "plan_scores",
+    "sampling_args",
+    "score_args",
+]
 
 
 class VLLMBackend(Backend):
-    capabilities = Capabilities(raw_completion=True, n_samples=True, seeds=True, prefix_cache=True)
+    capabilities = Capabilities(
+        raw_completion=True, n_samples=True, seeds=True, prefix_cache=True, loglikelihood=True
+    )
     batch_items = 256
 
     def __init__(self, spec: Spec) -> None:
@@ -87,17 +117,41 @@ class VLLMBackend(Backend):
 
         ids = [list(r.prompt_token_ids or self.tokenize(r.prompt)) for r in requests]
         calls = plan_calls(requests, ids, self.mode)
+        outs = self.llm.generate(
+            [{"prompt_token_ids": list(c.prompt_token_ids)} for c in calls],
+            [vllm.SamplingParams(**c.sampling) for c in calls],
+            **self._generate_kwargs(),
+        )
+        return collect(requests, calls, list(outs))
+
+    def loglikelihood(self, requests: list[ScoreRequest]) -> list[ScoreResult]:
+        import vllm
+
+        prompt_ids = [self.tokenize(r.prompt) for r in requests]
+        conts = [
+            [
+                continuation_ids(self.tokenize, self.tokenize, r.prompt, ids, c)
+                for c in r.continuations
+            ]
+            for r, ids in zip(requests, prompt_ids, strict=True)
+        ]
+        calls = plan_scores(prompt_ids, conts)
+        outs = []
+        if calls:
+            outs = self.llm.generate(
+                [{"prompt_token_ids": list(c.prompt_token_ids)} for c in calls],
+                [vllm.SamplingParams(**score_args()) for _ in calls],
+                **self._generate_kwargs(),
+            )
+        return collect_scores(prompt_ids, conts, calls, list(outs))
+
+    def _generate_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"use_tqdm": False}
         if self.adapter:
             from vllm.lora.request import LoRARequest
 
             kwargs["lora_request"] = LoRARequest(Path(self.adapter).name, 1, self.adapter)
-        outs = self.llm.generate(
-            [{"prompt_token_ids": list(c.prompt_token_ids)} for c in calls],
-            [vllm.SamplingParams(**c.sampling) for c in calls],
-            **kwargs,
-        )
-        return collect(requests, calls, list(outs))
+        return kwargs
 
     def describe(self) -> dict[str, object]:
         return {

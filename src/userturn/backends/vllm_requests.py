@@ -1,6 +1,7 @@
 """Pure request building for the vLLM backend: engine kwargs, sampling kwargs, the list of
-vLLM requests for a batch of ``GenRequest``s, and turning vLLM's outputs back into
-``GenResult``s. No vLLM import, so all of it is unit-tested on machines without vLLM.
+vLLM requests for a batch of ``GenRequest``s (or ``ScoreRequest``s), and turning vLLM's
+outputs back into ``GenResult``s (``ScoreResult``s). No vLLM import, so all of it is
+unit-tested on machines without vLLM.
 """
 
 from __future__ import annotations
@@ -10,9 +11,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from userturn.backends.likelihood import score
 from userturn.errors import UserError
 from userturn.spec import Spec
-from userturn.types import Completion, Finish, GenRequest, GenResult, SamplingParams
+from userturn.types import (
+    Completion,
+    Finish,
+    GenRequest,
+    GenResult,
+    SamplingParams,
+    ScoreResult,
+)
 
 _FLOAT_OPTS = ("gpu_memory_utilization",)
 _INT_OPTS = ("max_model_len",)
@@ -147,4 +156,74 @@ def collect(requests: list[GenRequest], calls: list[Call], outputs: list[Any]) -
             prompt_tokens_reused=cached[i],
         )
         for i, r in enumerate(requests)
+    ]
+
+
+def score_args() -> dict[str, Any]:
+    """``vllm.SamplingParams`` for scoring: the prompt's own token log-probabilities
+    (``prompt_logprobs=0``: the actual token only) from the raw logits, i.e. temperature 1
+    and no truncation; one throwaway generated token, not detokenized."""
+    return {
+        "n": 1,
+        "max_tokens": 1,
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "top_k": -1,
+        "min_p": 0.0,
+        "repetition_penalty": 1.0,
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+        "prompt_logprobs": 0,
+        "detokenize": False,
+    }
+
+
+@dataclass(frozen=True)
+class ScoreCall:
+    """One vLLM request scoring continuation ``continuation`` of request ``request``:
+    prompt + continuation ids, the continuation starting at ``start``."""
+
+    request: int
+    continuation: int
+    prompt_token_ids: tuple[int, ...]
+    start: int
+
+
+def plan_scores(prompt_ids: list[list[int]], conts: list[list[list[int]]]) -> list[ScoreCall]:
+    """One call per non-empty continuation (an empty one scores 0 without a call)."""
+    return [
+        ScoreCall(ri, ci, (*ids, *cont), len(ids))
+        for ri, (ids, cs) in enumerate(zip(prompt_ids, conts, strict=True))
+        for ci, cont in enumerate(cs)
+        if cont
+    ]
+
+
+def collect_scores(
+    prompt_ids: list[list[int]],
+    conts: list[list[list[int]]],
+    calls: list[ScoreCall],
+    outputs: list[Any],
+) -> list[ScoreResult]:
+    """vLLM ``RequestOutput``s (in call order) → one ``ScoreResult`` per request.
+
+    ``prompt_logprobs[j]`` maps token ids to ``Logprob``s for prompt position ``j`` (None
+    at 0); the actual token is always among them.
+    """
+    lps: dict[tuple[int, int], list[float]] = {}
+    cached = [0] * len(prompt_ids)
+    for call, out in zip(calls, outputs, strict=True):
+        ids = call.prompt_token_ids
+        lps[(call.request, call.continuation)] = [
+            float(out.prompt_logprobs[j][ids[j]].logprob) for j in range(call.start, len(ids))
+        ]
+        hit = int(getattr(out, "num_cached_tokens", 0) or 0)
+        cached[call.request] += min(hit, call.start)
+    return [
+        ScoreResult(
+            tuple(score(lps.get((ri, ci), [])) for ci in range(len(cs))),
+            prompt_tokens=len(ids) * len(cs),
+            prompt_tokens_reused=cached[ri],
+        )
+        for ri, (ids, cs) in enumerate(zip(prompt_ids, conts, strict=True))
     ]

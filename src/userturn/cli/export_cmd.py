@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from userturn.analysis.agree import run_labels
+from userturn.cli.io import atomic_lines, check_output
 
 export_app = typer.Typer(help="Export a run's data as files.", no_args_is_help=True)
 
@@ -21,23 +22,25 @@ def labels(
     with_context: bool = typer.Option(
         False, "--with-context", help="Add messages and user_turn to each line."
     ),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing --out."),
 ) -> int:
     """One judge's verdicts on a run's user turns, in the `judge --out` label format."""
+    check_output(out, force=force)
     rows = run_labels(run_dir, judge)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", encoding="utf-8") as f:
-        for r in rows.values():
-            rec = {
-                "id": r.id,
-                "genuine_followup": r.genuine if r.ok else None,
-                "label": r.label if r.ok else None,
-                "rationale": r.rationale,
-                "status": r.status,
-                "cell": r.cell,
-            }
-            if with_context:
-                rec.update(r.extra)
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    lines = []
+    for r in rows.values():
+        rec = {
+            "id": r.id,
+            "genuine_followup": r.genuine if r.ok else None,
+            "label": r.label if r.ok else None,
+            "rationale": r.rationale,
+            "status": r.status,
+            "cell": r.cell,
+        }
+        if with_context:
+            rec.update(r.extra)
+        lines.append(json.dumps(rec, ensure_ascii=False))
+    atomic_lines(out, lines)
     typer.echo(f"wrote {len(rows)} labels to {out}")
     return 0
 

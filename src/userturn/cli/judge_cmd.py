@@ -1,4 +1,5 @@
-"""``userturn judge``: label arbitrary examples, or a run's stored user turns."""
+"""``userturn judge``: label examples, judge a run's stored user turns, or write a
+judge's card (``userturn judge card``)."""
 
 from __future__ import annotations
 
@@ -7,71 +8,111 @@ from pathlib import Path
 
 import typer
 
+from userturn.cli.io import atomic_lines, check_output
 from userturn.datasets.base import check_messages, read_jsonl, require
 from userturn.errors import UserError
-from userturn.export import STORE_NAME, write_outputs
-from userturn.judges import load_judge
-from userturn.judging import judge_rows
-from userturn.store import Store
+from userturn.judges import Judge, load_judge
+from userturn.run.judge_stage import FAILED_SHARE, JudgeTally, judge_rows
+from userturn.run.outputs import write_outputs
+from userturn.run.store import open_run
 from userturn.types import JudgeInput
+
+judge_app = typer.Typer(
+    help="Label examples (--in/--out), add judgments to a run (--run), or write a card.",
+    invoke_without_command=True,
+)
 
 
 def read_examples(path: Path) -> list[JudgeInput]:
     """``{"id", "messages", "user_turn"}`` lines; extra keys are ignored, never shown."""
     out = []
     for line, obj in read_jsonl(path):
-        ex_id = str(require(obj, "id", (str, int), path, line))  # type: ignore[arg-type]
+        ex_id = require(obj, "id", (str, int), path, line)
         messages = check_messages(obj.get("messages"), path, line)
         user_turn = require(obj, "user_turn", str, path, line)
-        out.append(JudgeInput(id=ex_id, messages=messages, user_turn=user_turn))
+        out.append(JudgeInput(id=str(ex_id), messages=messages, user_turn=user_turn))
+    if not out:
+        raise UserError("no examples (the file has no JSON lines)", file=str(path))
     return out
 
 
+@judge_app.callback()
 def judge(
-    judge_spec: str = typer.Option(..., "--judge", help="Judge spec."),
+    ctx: typer.Context,
+    judge_spec: str = typer.Option(None, "--judge", help="Judge spec, e.g. offline."),
     in_path: Path = typer.Option(None, "--in", help="Examples JSONL."),
-    out_path: Path = typer.Option(None, "--out", help="Labels JSONL."),
+    out_path: Path = typer.Option(None, "--out", help="Labels JSONL to write."),
     run_dir: Path = typer.Option(None, "--run", help="Judge a run's user turns."),
-    judge_base_url: str = typer.Option(None, "--judge-base-url"),
+    judge_base_url: str = typer.Option(None, "--judge-base-url", metavar="URL"),
+    retry_failed: bool = typer.Option(
+        False, "--retry-failed", help="With --run: re-judge only verdicts that are not ok."
+    ),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing --out."),
 ) -> int:
     """Label examples (--in/--out) or add judgments to a run (--run)."""
+    if ctx.invoked_subcommand is not None:
+        return 0
+    if judge_spec is None:
+        raise UserError("--judge is required", field="judge")
     if (in_path is None) == (run_dir is None):
         raise UserError("give exactly one of --in or --run", field="in")
+    if in_path is not None:
+        if out_path is None:
+            raise UserError("--in needs --out", field="out")
+        check_output(out_path, inputs=[in_path], force=force, field="out")
     judge_obj = load_judge(judge_spec, base_url=judge_base_url)
     try:
         if run_dir is not None:
-            return _judge_run(run_dir, judge_obj)
-        if out_path is None:
-            raise UserError("--in needs --out", field="out")
-        examples = read_examples(in_path)
-        verdicts = judge_obj.judge(examples)
-        with out_path.open("w", encoding="utf-8") as f:
-            for ex, v in zip(examples, verdicts, strict=True):
-                rec = {"id": ex.id, **{k: x for k, x in v.to_json().items() if k != "judge"}}
-                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-        typer.echo(f"wrote {len(verdicts)} labels to {out_path}")
-        return 0
+            return _judge_run(run_dir, judge_obj, retry_failed)
+        assert in_path is not None and out_path is not None
+        return _judge_file(in_path, out_path, judge_obj)
     finally:
         judge_obj.close()
 
 
-def _judge_run(run_dir: Path, judge_obj: object) -> int:
-    db = run_dir / STORE_NAME
-    if not db.is_file():
-        raise UserError("not a run directory (no store.sqlite)", file=str(run_dir))
-    store = Store(db)
-    try:
-        rows = list(store.user_turns())
-        written, calls = judge_rows(store, [judge_obj], rows)  # type: ignore[list-item]
+def _judge_file(in_path: Path, out_path: Path, judge_obj: Judge) -> int:
+    examples = read_examples(in_path)
+    verdicts = judge_obj.judge(examples)
+    lines = [
+        json.dumps({"id": ex.id, **{k: x for k, x in v.to_json().items() if k != "judge"}})
+        for ex, v in zip(examples, verdicts, strict=True)
+    ]
+    atomic_lines(out_path, lines)
+    failed = sum(v.status != "ok" for v in verdicts)
+    typer.echo(f"wrote {len(verdicts)} labels to {out_path} ({failed} not ok)")
+    return _exit_for(judge_obj.id, failed, len(verdicts))
+
+
+def _judge_run(run_dir: Path, judge_obj: Judge, retry_failed: bool) -> int:
+    with open_run(run_dir) as store:
+        turns = list(store.user_turns())
+        tally = judge_rows(store, [judge_obj], turns, retry_failed=retry_failed)
         write_outputs(run_dir, store)
-    finally:
-        store.close()
     typer.echo(
-        f"judged {written} user turns ({calls} model calls); "
+        f"judged {tally.written} user turns ({tally.calls} model calls); "
         f"summary.json and records.jsonl updated in {run_dir}"
     )
+    return _tally_exit(tally)
+
+
+def _tally_exit(tally: JudgeTally) -> int:
+    code = 0
+    for judge_id, n in tally.judged.items():
+        code = max(code, _exit_for(judge_id, tally.failed.get(judge_id, 0), n))
+    return code
+
+
+def _exit_for(judge_id: str, failed: int, n: int) -> int:
+    """1 when the judge failed on most turns: an outage must not look like a result."""
+    if n and failed / n > FAILED_SHARE:
+        typer.echo(
+            f"error: judge {judge_id} returned no verdict for {failed} of {n} turns; "
+            "fix the judge and rerun with --retry-failed",
+            err=True,
+        )
+        return 1
     return 0
 
 
 def register(app: typer.Typer) -> None:
-    app.command("judge")(judge)
+    app.add_typer(judge_app, name="judge")

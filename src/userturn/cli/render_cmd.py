@@ -5,22 +5,27 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import typer
 
 from userturn.backends import load_backend
 from userturn.backends.base import TemplateOptions
-from userturn.chat import ChatTemplate, derive_markers, user_turn_prompt
+from userturn.chat import (
+    SYSTEM_PLACEMENTS,
+    ChatTemplate,
+    SystemPlacement,
+    derive_markers,
+    user_turn_prompt,
+)
+from userturn.cli import options
 from userturn.datasets.base import check_messages
-from userturn.errors import UserError
+from userturn.errors import UserError, read_text
 
 
 def _read_messages(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        raise UserError("file not found", file=str(path))
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text(path, "messages file"))
     except json.JSONDecodeError as exc:
         raise UserError(f"invalid JSON: {exc.msg}", file=str(path), line=exc.lineno) from exc
     if isinstance(data, dict):
@@ -40,29 +45,42 @@ def render(
     eos_token: str = typer.Option(None, "--eos-token"),
     chat_template_kwargs: str = typer.Option(None, "--chat-template-kwargs", help="JSON."),
     date: str = typer.Option(None, "--date", help="Date for strftime_now (YYYY-MM-DD)."),
-    as_json: bool = typer.Option(False, "--json", help="prompt, user_header, stop, token_ids"),
+    system_placement: str = typer.Option(
+        "template", "--system-placement", help="template | first-turn (see `run --help`)."
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print prompt, user_header, stop, token_ids as JSON."
+    ),
 ) -> int:
-    """Print the user-turn prompt: the conversation plus the template's user header."""
+    """Print the exact user-turn prompt: the conversation plus the template's user header
+    (--json adds the header, the stop strings and the token ids)."""
     if (model is None) == (template is None):
         raise UserError("give exactly one of --model or --template", field="model")
+    if system_placement not in SYSTEM_PLACEMENTS:
+        raise UserError(f"expected one of {', '.join(SYSTEM_PLACEMENTS)}", field="system-placement")
     msgs = _read_messages(messages)
-    kwargs = json.loads(chat_template_kwargs) if chat_template_kwargs else {}
-    day = dt.date.fromisoformat(date) if date else dt.date.today()
+    kwargs = (
+        options.json_object(chat_template_kwargs, "chat-template-kwargs")
+        if chat_template_kwargs
+        else {}
+    )
+    day = options.date(date, "date") if date else dt.date.today()
     backend = None
     if model is not None:
         backend = load_backend(model)
         tpl = backend.template(TemplateOptions(date=day, bos_token=bos_token, eos_token=eos_token))
     else:
-        if not template.is_file():
-            raise UserError("template file not found", file=str(template))
         tpl = ChatTemplate(
-            template.read_text(encoding="utf-8"),
+            read_text(template, "template file"),
             str(template),
             bos_token or "",
             eos_token or "",
             date=day,
         )
-    up = user_turn_prompt(tpl, msgs, derive_markers(tpl, **kwargs), **kwargs)
+    placement = cast(SystemPlacement, system_placement)
+    up = user_turn_prompt(
+        tpl, msgs, derive_markers(tpl, **kwargs), system_placement=placement, **kwargs
+    )
     if not as_json:
         typer.echo(up.prompt, nl=False)
         return 0
@@ -74,6 +92,7 @@ def render(
         "template_sha": up.template_sha,
         "content_survived": up.content_survived,
         "removed": up.removed,
+        "system_folded": up.system_folded,
         "token_ids": backend.tokenize(up.prompt) if backend is not None else None,
     }
     typer.echo(json.dumps(out, ensure_ascii=False, indent=2))

@@ -57,7 +57,11 @@ def compare(
     if as_json:
         print(
             json.dumps(
-                {"rows": result.rows, "only_a": result.only_a, "only_b": result.only_b},
+                {
+                    "rows": [r.to_json() for r in result.rows],
+                    "only_a": result.only_a,
+                    "only_b": result.only_b,
+                },
                 indent=2,
                 ensure_ascii=False,
             )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,29 +17,15 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from userturn import runner
 from userturn.analysis.cells import top_labels
+from userturn.cli import options
 from userturn.config import RunConfig, build_config, load_config
-from userturn.errors import UserError
+from userturn.run import driver
+from userturn.run.judge_stage import JudgeTally
+from userturn.run.records import CellSummary
 
 console = Console(highlight=False)
-
-
-def _floats(text: str, flag: str) -> list[float]:
-    try:
-        return [float(x) for x in text.split(",") if x.strip()]
-    except ValueError as exc:
-        raise UserError(f"expected comma-separated numbers, got {text!r}", field=flag) from exc
-
-
-def _json_obj(text: str, flag: str) -> dict[str, Any]:
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"invalid JSON: {exc.msg}", field=flag) from exc
-    if not isinstance(obj, dict):
-        raise UserError("expected a JSON object", field=flag)
-    return obj
+err_console = Console(stderr=True, highlight=False)
 
 
 class RichProgress:
@@ -68,6 +53,10 @@ def run(
     model: list[str] = typer.Option(None, "--model", help="Model spec (repeatable)."),
     dataset: list[str] = typer.Option(None, "--dataset", help="Dataset spec (repeatable)."),
     limit: int = typer.Option(None, "--limit", help="First N items of each dataset."),
+    sample: int = typer.Option(
+        None, "--sample", help="N items drawn at random (seeded by --seed) from each dataset."
+    ),
+    items: str = typer.Option(None, "--items", help="Only these item ids (comma-separated)."),
     temperatures: str = typer.Option(None, "--temperatures", help="e.g. 0,0.7,1.0"),
     samples: int = typer.Option(None, "--samples", help="k samples per context at T>0."),
     perturb: list[str] = typer.Option(None, "--perturb", help="Perturbation (repeatable)."),
@@ -93,8 +82,19 @@ def run(
     history_reasoning: str = typer.Option(
         None, "--history-reasoning", help="template | strip | keep"
     ),
+    system_placement: str = typer.Option(
+        None,
+        "--system-placement",
+        help="template | first-turn: where a system message goes if the template would "
+        "fold it into the next user turn.",
+    ),
     judge_reference: bool = typer.Option(None, "--judge-reference/--no-judge-reference"),
     skip_bad_rows: bool = typer.Option(None, "--skip-bad-rows/--no-skip-bad-rows"),
+    keep_configs: bool = typer.Option(
+        None,
+        "--keep-configs/--no-keep-configs",
+        help="Let --out hold results of other settings too, as separate cells.",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the grid and costs only."),
 ) -> int:
     """Generate answers and user turns, judge them, and print the results table."""
@@ -102,7 +102,9 @@ def run(
         "models": model,
         "datasets": dataset,
         "limit": limit,
-        "temperatures": _floats(temperatures, "temperatures") if temperatures else None,
+        "sample": sample,
+        "items": options.ids(items, "items") if items else None,
+        "temperatures": options.floats(temperatures, "temperatures") if temperatures else None,
         "samples": samples,
         "perturbations": perturb,
         "judges": judge,
@@ -122,13 +124,15 @@ def run(
         "top_k": top_k,
         "system_prompt": system_prompt,
         "history_reasoning": history_reasoning,
+        "system_placement": system_placement,
         "chat_template_kwargs": (
-            _json_obj(chat_template_kwargs, "chat-template-kwargs")
+            options.json_object(chat_template_kwargs, "chat-template-kwargs")
             if chat_template_kwargs
             else None
         ),
         "judge_reference": judge_reference,
         "skip_bad_rows": skip_bad_rows,
+        "keep_configs": keep_configs,
     }
     cfg = build_run_config(config, flags)
     if dry_run:
@@ -143,18 +147,18 @@ def run(
         console=console,
         disable=not console.is_terminal,
     ) as bar:
-        result = runner.run(cfg, out, RichProgress(bar))
+        result = driver.run(cfg, out, RichProgress(bar))
     print_results(result)
-    return 0
+    return judge_failures(result.judging, result.out)
 
 
 def _dry_run(cfg: RunConfig, out: Path | None) -> int:
-    jobs = runner.load_jobs(cfg)
-    judges = runner.load_judges(cfg)
+    jobs = driver.load_jobs(cfg)
+    judges = driver.load_judges(cfg)
     n_items = sum(len(j.items) for j in jobs)
-    turns = runner.planned_user_turns(cfg, jobs) * len(cfg.models)
+    turns = driver.planned_user_turns(cfg, jobs) * len(cfg.models)
     answers = sum(len(j.items) for j in jobs if j.items and not j.items[0].held_out)
-    console.print(f"run directory: {out or runner.default_out(cfg)}")
+    console.print(f"run directory: {out or driver.default_out(cfg)}")
     console.print(
         f"grid: {len(cfg.models)} model(s) x {len(jobs)} dataset(s) "
         f"({n_items} items) x T={cfg.temperatures} x k={cfg.samples} "
@@ -173,16 +177,16 @@ def _dry_run(cfg: RunConfig, out: Path | None) -> int:
     return 0
 
 
-def _ci(cell: dict[str, Any]) -> str:
-    if cell["rate"] is None:
+def _ci(cell: CellSummary) -> str:
+    if cell.rate is None or cell.ci_low is None or cell.ci_high is None:
         return "-"
-    return f"{cell['rate']:.1%} [{cell['ci_low']:.1%}, {cell['ci_high']:.1%}]"
+    return f"{cell.rate:.1%} [{cell.ci_low:.1%}, {cell.ci_high:.1%}]"
 
 
-def print_results(result: runner.RunResult) -> None:
+def print_results(result: driver.RunResult) -> None:
     cells = result.cells
-    show_pert = any(c["perturbation"] != "none" for c in cells)
-    show_judge = len({c["judge"] for c in cells}) > 1
+    show_pert = any(c.perturbation != "none" for c in cells)
+    show_judge = len({c.judge for c in cells}) > 1
     table = Table(title="genuine follow-up rate (user turns judged genuine)")
     cols = (
         ["model", "dataset", "T"]
@@ -193,17 +197,17 @@ def print_results(result: runner.RunResult) -> None:
     for col in cols:
         table.add_column(col, overflow="fold")
     for c in cells:
-        acc = "-" if c["accuracy"] is None else f"{c['accuracy']:.1%} ({c['n_answers']})"
-        temp = "-" if c["temperature"] is None else f"{c['temperature']:g}"
-        row = [c["model"], c["dataset"], temp]
-        row += [c["perturbation"]] if show_pert else []
-        row += [str(c["judge"])] if show_judge else []
+        acc = "-" if c.accuracy is None else f"{c.accuracy:.1%} ({c.n_answers})"
+        temp = "-" if c.temperature is None else f"{c.temperature:g}"
+        row = [c.model, c.dataset, temp]
+        row += [c.perturbation] if show_pert else []
+        row += [str(c.judge)] if show_judge else []
         row += [
-            str(c["n"]),
+            str(c.n),
             acc,
             _ci(c),
-            str(c["unparseable"] + c["errors"]),
-            top_labels(c["labels"], exclude=("plausible_followup",)),
+            str(c.failed),
+            top_labels(c.labels, exclude=("plausible_followup",)),
         ]
         table.add_row(*row)
     console.print(table)
@@ -223,21 +227,34 @@ def print_results(result: runner.RunResult) -> None:
     )
 
 
-def list_cmd() -> int:
-    """Show models, datasets, judges and perturbations."""
-    from userturn.backends import ALIASES, MODEL_MAPPING
-    from userturn.datasets import available
-    from userturn.judges import JUDGES
-    from userturn.perturb import PERTURBATIONS
+def judge_failures(tally: JudgeTally, out: Path) -> int:
+    """Exit 1, with one line per judge, when a judge failed on most of the turns it judged:
+    an outage must not pass for a result."""
+    code = 0
+    for judge in tally.failing():
+        failed, n = tally.failed.get(judge, 0), tally.judged[judge]
+        err_console.print(
+            f"error: judge {judge} returned no verdict for {failed} of {n} user turns; "
+            f"fix it, then `userturn judge --run {out} --judge {judge} --retry-failed`",
+            soft_wrap=True,
+        )
+        code = 1
+    return code
 
-    console.print("models:      " + ", ".join([*ALIASES, *(f"{k}:..." for k in MODEL_MAPPING)]))
-    console.print("datasets:    " + ", ".join(available()))
-    console.print(
-        "judges:      "
-        + ", ".join(f"{k}" + ("" if k == "rules" else ":...") for k in JUDGES)
-        + ", openai:MODEL"
-    )
-    console.print("perturbations: " + ", ".join(PERTURBATIONS))
+
+def list_cmd() -> int:
+    """Show every model, dataset, judge and perturbation, with the options each accepts."""
+    from userturn import registry
+
+    for kind, plugins in registry.REGISTRY.items():
+        console.print(f"[bold]{kind}s[/bold]")
+        if kind == "model":
+            for name, spec in registry.named_models().items():
+                console.print(f"  {name:<22} named model ({spec})")
+        for name, plugin in plugins.items():
+            console.print(f"  {name:<22} {plugin.help}")
+            if plugin.options:
+                console.print(f"  {'':<22} options: {', '.join(sorted(plugin.options))}")
     return 0
 
 

@@ -26,7 +26,7 @@ def _eval_options(
     samples: int | None,
     judges: list[str] | None,
 ) -> Any:
-    from userturn.cli.run_cmd import _floats
+    from userturn.cli.options import floats
     from userturn.train.evaluate import eval_config as build
 
     return build(
@@ -37,7 +37,7 @@ def _eval_options(
             "limit": limit,
             "samples": samples,
             "judges": judges,
-            "temperatures": _floats(temperatures, "eval-temperatures") if temperatures else None,
+            "temperatures": floats(temperatures, "eval-temperatures") if temperatures else None,
         },
     )
 

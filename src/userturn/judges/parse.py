@@ -6,6 +6,12 @@ the rationale. We accept those, because the verdict is unambiguous. We never gue
 reply without a recognisable verdict, or with a label that is not on the menu, is a
 ``ParseFailure`` (which the judge turns into ``status="unparseable"``), never "not
 genuine".
+
+Reasoning is removed before anything is read: a thinking model often drafts the JSON
+inside ``<think>`` and then changes its mind, so only the text after the reasoning
+counts. ``<think>…</think>`` blocks, a leading ``…</think>`` (the template opened the
+block), an unclosed ``<think>`` (cut off while thinking: nothing final to read) and
+gpt-oss analysis channels all go; a reply that is only reasoning is a ``ParseFailure``.
 """
 
 from __future__ import annotations
@@ -21,6 +27,14 @@ _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S | re.I)
 _GENUINE = re.compile(r'"?genuine_follow_?up"?\s*[:=]\s*"?(true|false|yes|no)\b', re.I)
 _LABEL = re.compile(r'"?label"?\s*[:=]\s*"([^"\n]{1,60})"?', re.I)
 _RATIONALE = re.compile(r'"?rationale"?\s*[:=]\s*"((?:[^"\\]|\\.)*)', re.S | re.I)
+_THINK_BLOCK = re.compile(r"<think>.*?</think>|\u25c1think\u25b7.*?\u25c1/think\u25b7", re.S)
+_THINK_OPEN = re.compile(r"<think>|\u25c1think\u25b7")
+_THINK_CLOSE = re.compile(r"</think>|\u25c1/think\u25b7")
+_HARMONY_FINAL = "<|channel|>final<|message|>"
+_HARMONY_ANALYSIS = re.compile(r"<\|channel\|>analysis<\|message\|>.*?(?:<\|end\|>|$)", re.S)
+_HARMONY_PLAIN = re.compile(r"^\s*analysis.*?assistantfinal", re.S)
+"""gpt-oss served with special tokens skipped: ``analysis…assistantfinal{…}``."""
+_HARMONY_TOKENS = re.compile(r"<\|(?:start|end|return|call|channel|message|constrain)\|>[a-z]*")
 _TRUE = {"true", "yes", "1"}
 _FALSE = {"false", "no", "0"}
 DEGENERATE = frozenset(LABELS) - {"plausible_followup", "other"}
@@ -95,10 +109,42 @@ def _from_fields(
     return Verdict(genuine, label, str(rationale or "").strip(), notes)
 
 
+def strip_reasoning(text: str) -> str:
+    """The reply without its reasoning: what the model says after it has thought.
+
+    A reply that is one JSON object is left alone: its rationale may quote a turn's
+    ``</think>``, which is evidence, not the judge's own reasoning.
+    """
+    if _is_object(text):
+        return text.strip()
+    if _HARMONY_FINAL in text:
+        text = text.rpartition(_HARMONY_FINAL)[2]
+    text = _HARMONY_ANALYSIS.sub("", text)
+    text = _HARMONY_PLAIN.sub("", text, count=1)
+    text = _THINK_BLOCK.sub("", text)
+    close = list(_THINK_CLOSE.finditer(text))
+    if close:  # the template opened the block: everything before its end is reasoning
+        text = text[close[-1].end() :]
+    opened = _THINK_OPEN.search(text)
+    if opened:  # never closed: the rest is an unfinished draft
+        text = text[: opened.start()]
+    return _HARMONY_TOKENS.sub("", text).strip()
+
+
+def _is_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except json.JSONDecodeError:
+        return False
+
+
 def parse_verdict(text: str | None) -> Verdict | ParseFailure:
-    """Parse a reply; JSON objects first, then key-value patterns in free text."""
+    """Parse a reply's final part; JSON objects first, then key-value patterns."""
     if not text or not text.strip():
         return ParseFailure("empty reply")
+    text = strip_reasoning(text)
+    if not text:
+        return ParseFailure("reply is only reasoning, no final answer")
     for obj in _objects(text):
         if "label" in obj or "genuine_followup" in obj:
             return _from_fields(

@@ -19,7 +19,10 @@ from typing import Any
 
 from userturn.types import LABELS, JudgeInput, Message
 
-RUBRIC_VERSION = "ut-rubric-1"
+RUBRIC_VERSION = "ut-rubric-2"
+"""2: paraphrased re-asks are restatements; same-topic questions that don't need the
+answer are new tasks; "the previous user turn" for multi-turn contexts; ``other`` is
+degenerate."""
 
 SYSTEM = """\
 You evaluate one message in a conversation between a user and an AI assistant. The user \
@@ -31,24 +34,30 @@ A genuine follow-up (genuine_followup = true) is something a real user could pla
 send next AND it engages with specific content of this conversation: it asks for \
 clarification, challenges a claim or a number, asks for a revision or a different format, \
 digs into one part of the answer, or reacts to it and moves the conversation on. It must \
-be written as the user, to the assistant.
+be written as the user, to the assistant. Short turns count: a brief question about a \
+detail of the reply, or a request to present it differently, is genuine.
 
 Everything else is degenerate (genuine_followup = false). Pick the single label that \
 describes the candidate best:
-- previous_turn_restate: repeats the user's original request, verbatim or nearly, as if \
-the assistant's reply had not happened.
+- previous_turn_restate: asks the previous user turn again, verbatim or paraphrased \
+(other words, the same request or question), as if the assistant's reply had not \
+happened.
 - assistant_turn_restate: copies, paraphrases or continues the assistant's reply while \
 speaking as the user (the writer has slipped into the assistant's role), including \
 answering the question itself.
 - meta_planning: assistant-style reasoning or planning in the user's place, e.g. "Here's \
 a thinking process", "Let me check the constraints", drafting how to answer.
-- new_task_prompt: starts an unrelated task or question with no link to this conversation.
+- new_task_prompt: starts a new task or question that does not depend on the \
+assistant's reply, even on the same topic: a new word problem of the same kind, a quiz \
+question ("What is the answer to this question: ..."), a general question about the \
+subject that could be asked without having read the reply.
 - malformed_artifact: chat-template or role tokens, broken markup, repeated loops, or \
 text that is not meaningful language.
 - degenerate_short: empty, or too short to carry any content (e.g. "ok", "Thanks").
 - plausible_followup: the genuine case described above (use it exactly when \
 genuine_followup is true).
-- other: degenerate for a reason not listed.
+- other: degenerate (genuine_followup = false) for a reason not listed above, e.g. an \
+incoherent message in the user's voice; never use it for a genuine follow-up.
 
 Judge only the candidate message. Do not reward politeness or length; a short, specific \
 question about the answer is genuine, while a long message that merely repeats the \

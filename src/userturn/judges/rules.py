@@ -27,6 +27,8 @@ an honest estimate. Options override them: ``rules?max_words=80``.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -86,7 +88,10 @@ FIT_GRID: dict[str, tuple[float, ...]] = {
 
 def classify(f: TextFeatures, t: Thresholds) -> tuple[Label, str]:
     """The cascade of the module docstring: the first rule that fires wins."""
-    for rule in (_surface, _restatement, _shape):
+    verdict = surface_verdict(f)
+    if verdict is not None:
+        return verdict
+    for rule in (_restatement, _shape):
         verdict = rule(f, t)
         if verdict is not None:
             return verdict
@@ -119,8 +124,12 @@ def _n(count: int, noun: str) -> str:
     return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
-def _surface(f: TextFeatures, t: Thresholds) -> Verdict:
-    """Failures visible without looking at the context's content."""
+def surface_verdict(f: TextFeatures) -> Verdict:
+    """Failures visible without looking at the context's content (no fitted threshold).
+
+    Public because the offline judge applies the same checks as gates: its reference
+    data has almost no empty turns and no planning leaks to learn them from.
+    """
     if f.artifact is not None:
         return "malformed_artifact", f"template/role token or mojibake {f.artifact!r}"
     if f.letter_ratio < MIN_LETTER_RATIO:
@@ -252,14 +261,26 @@ def thresholds_from_options(options: Mapping[str, str]) -> Thresholds:
     return thresholds
 
 
-class RulesJudge(Judge):
-    """The offline default judge; see the module docstring for the cascade."""
+CODE_VERSION = "rules-2"
+"""Bump when the cascade or a feature changes; the thresholds enter the version on their own."""
 
-    version = "rules-1"
+
+def rules_version(t: Thresholds) -> str:
+    """``rules-2+<hash of the thresholds and fixed constants>``: a verdict's cache key must
+    change when ``rules?max_words=90`` or a refit changes a number, not only on a release."""
+    numbers = {**asdict(t), "letters": MIN_LETTER_RATIO, "switches": MAX_SCRIPT_SWITCHES}
+    numbers["reference_units"] = REFERENCE_MAX_UNITS
+    digest = hashlib.sha256(json.dumps(numbers, sort_keys=True).encode()).hexdigest()
+    return f"{CODE_VERSION}+{digest[:8]}"
+
+
+class RulesJudge(Judge):
+    """The hand-written baseline; see the module docstring for the cascade."""
 
     def __init__(self, spec: Spec, **kwargs: object) -> None:
         super().__init__(spec)
         self.thresholds = thresholds_from_options(spec.options)
+        self.version = rules_version(self.thresholds)
 
     def judge(self, inputs: list[JudgeInput]) -> list[Judgment]:
         return [self._judge_one(item) for item in inputs]
@@ -269,8 +290,7 @@ class RulesJudge(Judge):
             label, why = classify(measure(item.messages, item.user_turn), self.thresholds)
         except Exception as exc:  # one odd row must not sink the batch
             log.warning("rules judge failed on %s: %s", item.id, exc)
-            return Judgment(
-                judge=self.id, genuine=None, label=None, rationale=f"error: {exc}", status="error"
-            )
+            why = f"error: {exc}"
+            return Judgment(self.id, None, None, why, "error", version=self.version)
         genuine = label == "plausible_followup"
-        return Judgment(judge=self.id, genuine=genuine, label=label, rationale=why, status="ok")
+        return Judgment(self.id, genuine, label, why, "ok", version=self.version)

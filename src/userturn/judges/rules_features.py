@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import pairwise
 
 from userturn.types import Message
@@ -104,20 +106,21 @@ def content_units(text: str) -> set[str]:
     return units
 
 
-def containment(units: set[str], reference: set[str]) -> float:
+def containment(units: AbstractSet[str], reference: AbstractSet[str]) -> float:
     """Share of ``units`` present in ``reference`` (0 when there is nothing to compare)."""
     return len(units & reference) / len(units) if units else 0.0
 
 
-def _char_overlap(text: str, reference: str, n: int = 5) -> float:
-    """Share of the text's character n-grams found in the reference (case/space-folded)."""
+def char_grams(text: str, n: int = 5) -> frozenset[str]:
+    """Character n-grams of the case- and space-folded text."""
+    t = " ".join(text.lower().split())
+    shifted = (t[i:] for i in range(n))  # zip stops at the shortest: the last full n-gram
+    return frozenset(map("".join, zip(*shifted, strict=False)))
 
-    def grams(t: str) -> set[str]:
-        t = " ".join(t.lower().split())
-        return {t[i : i + n] for i in range(len(t) - n + 1)}
 
-    mine = grams(text)
-    return len(mine & grams(reference)) / len(mine) if mine else 0.0
+def char_overlap(grams: frozenset[str], reference: frozenset[str]) -> float:
+    """Share of a text's character n-grams found in the reference's (0 for no n-grams)."""
+    return len(grams & reference) / len(grams) if grams else 0.0
 
 
 def repetition(tokens: Sequence[str], n: int = 3) -> float:
@@ -157,6 +160,8 @@ def _script(ch: str) -> str:
 
 def script_switches(text: str) -> int:
     """How often consecutive letters change writing system ("other技术" switches twice)."""
+    if text.isascii():  # the common case, and one writing system by construction
+        return 0
     letters = [_script(c) for c in text if c.isalpha()]
     return sum(a != b for a, b in pairwise(letters))
 
@@ -172,28 +177,78 @@ def last_user_and_answer(messages: Sequence[Message]) -> tuple[str, str]:
     return question, answer
 
 
+@dataclass(frozen=True)
+class ContextView:
+    """What every turn judged against one conversation needs from it, computed once.
+
+    A run judges k samples x temperatures x judges against the same context, so the
+    context's units, n-grams and leaks are cached (``context_view``) rather than
+    recomputed per turn; that keeps the offline judges fast on long contexts.
+    """
+
+    question: str
+    answer: str
+    text: str
+    """All message contents joined by spaces."""
+    q_units: frozenset[str]
+    a_units: frozenset[str]
+    units: frozenset[str]
+    q_grams: frozenset[str]
+    a_grams: frozenset[str]
+    leaks: tuple[frozenset[str], ...]
+    """Per ``_LEAKS`` pattern, the matches the context already contains."""
+
+
+def context_key(messages: Sequence[Message]) -> tuple[tuple[str, str], ...]:
+    """A hashable stand-in for the messages (role and content are all a judge reads)."""
+    return tuple((str(m.get("role") or ""), str(m.get("content") or "")) for m in messages)
+
+
+def context_view(messages: Sequence[Message]) -> ContextView:
+    """The cached ``ContextView`` of ``messages``."""
+    return _view(context_key(messages))
+
+
+@lru_cache(maxsize=2048)
+def _view(key: tuple[tuple[str, str], ...]) -> ContextView:
+    messages = [{"role": role, "content": content} for role, content in key]
+    question, answer = last_user_and_answer(messages)
+    text = " ".join(content for _, content in key)
+    return ContextView(
+        question=question,
+        answer=answer,
+        text=text,
+        q_units=frozenset(content_units(question)),
+        a_units=frozenset(content_units(answer)),
+        units=frozenset(content_units(text)),
+        q_grams=char_grams(question),
+        a_grams=char_grams(answer),
+        leaks=tuple(frozenset(m.group(0).strip() for m in p.finditer(text)) for p in _LEAKS),
+    )
+
+
 def measure(messages: Sequence[Message], turn: str) -> TextFeatures:
     """All threshold-free features of ``turn`` given the conversation ``messages``."""
-    question, answer = last_user_and_answer(messages)
-    context = " ".join(str(m.get("content") or "") for m in messages)
+    ctx = context_view(messages)
     units = content_units(turn)
     tokens = words(turn)
+    grams = char_grams(turn)
     return TextFeatures(
         n_words=len(tokens),
         n_units=len(units),
         n_meaningful=len(units - _FILLER_STEMS),
-        sim_q=containment(units, content_units(question)),
-        sim_a=containment(units, content_units(answer)),
-        closer_to_q=_char_overlap(turn, question) > _char_overlap(turn, answer),
-        grounding=containment(units, content_units(context)),
+        sim_q=containment(units, ctx.q_units),
+        sim_a=containment(units, ctx.a_units),
+        closer_to_q=char_overlap(grams, ctx.q_grams) > char_overlap(grams, ctx.a_grams),
+        grounding=containment(units, ctx.units),
         repetition=repetition(tokens),
         letter_ratio=letter_ratio(turn),
         script_switches=script_switches(turn),
-        artifact=find_artifact(turn, context),
-        meta_planning=_first_match(_META_PLANNING, turn[:600]),
-        assistant_voice=_first_match(_ASSISTANT_VOICE, turn),
-        reference=_first_match(_REFERENCE, turn),
-        user_voice=_USER_VOICE.search(" ".join(turn.split()[:10])) is not None,
+        artifact=_artifact_in(turn, ctx),
+        meta_planning=first_match(META_PLANNING, turn[:600]),
+        assistant_voice=first_match(ASSISTANT_VOICE, turn),
+        reference=first_match(REFERENCE, turn),
+        user_voice=USER_VOICE.search(" ".join(turn.split()[:10])) is not None,
     )
 
 
@@ -217,7 +272,7 @@ _REAL_WORDS = _wordset(
 )
 """Words that end in a role name on their own; anything else glued to one is debris."""
 
-_META_PLANNING = tuple(
+META_PLANNING = tuple(
     re.compile(p, re.IGNORECASE | re.MULTILINE)
     for p in (
         r"here(?:'s| is) (?:a |my )?(?:thinking|thought) process",
@@ -236,7 +291,7 @@ _META_PLANNING = tuple(
     )
 )
 
-_ASSISTANT_VOICE = tuple(
+ASSISTANT_VOICE = tuple(
     re.compile(p, re.IGNORECASE | re.MULTILINE)
     for p in (
         r"^\W*to (?:solve|determine|find|calculate|compute|verify|evaluate) (?:this|the|how"
@@ -258,7 +313,7 @@ _ASSISTANT_VOICE = tuple(
     )
 )
 
-_REFERENCE = (
+REFERENCE = (
     re.compile(
         r"\b(?:this|these|those|them)\b|^that\b|\b(?:is|does|was|about|by|mean) that\b"
         r"|\b(?:make|do|put|turn|rewrite|change|convert|explain|shorten|simplify|expand|translate"
@@ -283,13 +338,13 @@ _REFERENCE = (
     ),
 )
 
-_USER_VOICE = re.compile(
+USER_VOICE = re.compile(
     r"\b(?:i|i'm|i’m|i've|i’ve|i'd|i’d|my|me|please|can you|could you|would you|your)\b",
     re.IGNORECASE,
 )
 
 
-def _first_match(patterns: Sequence[re.Pattern[str]], text: str) -> str | None:
+def first_match(patterns: Sequence[re.Pattern[str]], text: str) -> str | None:
     for pattern in patterns:
         hit = pattern.search(text)
         if hit:
@@ -303,13 +358,21 @@ def find_artifact(turn: str, context: str) -> str | None:
     Copying the answer's own debris is a restatement, not a new artifact, so leaks are
     checked against the context; template tokens never belong in a user turn.
     """
+    seen = tuple(frozenset(m.group(0).strip() for m in p.finditer(context)) for p in _LEAKS)
+    return _find_artifact(turn, seen)
+
+
+def _artifact_in(turn: str, ctx: ContextView) -> str | None:
+    return _find_artifact(turn, ctx.leaks)
+
+
+def _find_artifact(turn: str, seen: tuple[frozenset[str], ...]) -> str | None:
     hit = _TEMPLATE_TOKEN.search(turn)
     if hit:
         return hit.group(0)
-    for pattern in _LEAKS:
-        seen = {m.group(0).strip() for m in pattern.finditer(context)}
+    for pattern, known in zip(_LEAKS, seen, strict=True):
         for leak in pattern.finditer(turn):
             token = leak.group(0).strip()
-            if token not in seen and token.lower().strip("*_\"'(") not in _REAL_WORDS:
+            if token not in known and token.lower().strip("*_\"'(") not in _REAL_WORDS:
                 return token
     return None

@@ -12,6 +12,8 @@ DEFAULT_QUESTION = "Does that make sense?"
 
 
 class AppendQuestion(Perturbation):
+    version = "1"
+
     def __init__(self, arg: str = "") -> None:
         self.question = arg or DEFAULT_QUESTION
 

@@ -11,7 +11,11 @@ from abc import ABC, abstractmethod
 
 
 class Perturbation(ABC):
-    version = "1"
+    version: str
+    """Each perturbation declares its own; bump it when ``apply`` changes (it is stored
+    beside every perturbed turn)."""
+    takes_argument = True
+    """Whether the spec may carry ``:<argument>`` (``none`` takes none)."""
 
     @property
     @abstractmethod

@@ -6,6 +6,9 @@ from userturn.perturb.base import Perturbation
 
 
 class NoPerturbation(Perturbation):
+    version = "1"
+    takes_argument = False
+
     @property
     def id(self) -> str:
         return "none"

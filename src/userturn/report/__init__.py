@@ -26,9 +26,9 @@ from jinja2 import Environment, StrictUndefined
 import userturn
 from userturn.analysis.tables import Table, all_tables
 from userturn.analysis.views import Analysis, analyze
-from userturn.errors import UserError
-from userturn.export import STORE_NAME, iter_records, write_json
-from userturn.store import Store
+from userturn.errors import UserError, read_text
+from userturn.run.outputs import iter_records, write_json
+from userturn.run.store import open_run
 
 log = logging.getLogger(__name__)
 
@@ -89,10 +89,18 @@ def pick_judge(a: Analysis, run_dir: Path, judge: str | None) -> str | None:
 
 
 def _manifest(run_dir: Path) -> dict[str, Any]:
+    """The run's manifest, or {} when there is none; a damaged one is a one-line error."""
     path = run_dir / "manifest.yaml"
     if not path.is_file():
         return {}
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    try:
+        data = yaml.safe_load(read_text(path, "manifest"))
+    except yaml.YAMLError as exc:
+        raise UserError(
+            "manifest.yaml is not valid YAML; rewrite it by re-running the same "
+            "`userturn run` command (nothing is regenerated)",
+            file=str(path),
+        ) from exc
     return data if isinstance(data, dict) else {}
 
 
@@ -100,14 +108,12 @@ def _meta(run_dir: Path, a: Analysis, n_records: int) -> list[tuple[str, str]]:
     m = _manifest(run_dir)
     cfg = m.get("config", {})
     rows = [
-        ("models", ", ".join(dict.fromkeys(c["model"] for c in a.cells))),
-        ("datasets", ", ".join(dict.fromkeys(c["dataset"] for c in a.cells))),
+        ("models", ", ".join(dict.fromkeys(c.model for c in a.cells))),
+        ("datasets", ", ".join(dict.fromkeys(c.dataset for c in a.cells))),
+        ("configs", ", ".join(a.configs)),
         ("user turns", str(n_records)),
         ("cells", str(len(a.cells))),
-        (
-            "unparseable + errored judgments",
-            str(sum(c["unparseable"] + c["errors"] for c in a.cells)),
-        ),
+        ("unparseable + errored judgments", str(sum(c.failed for c in a.cells))),
     ]
     for key in (
         "temperatures",
@@ -167,16 +173,10 @@ def build_report(
     """Analyse a run and write ``run_dir/report/`` (tables, plots, report.html)."""
     from userturn.analysis import plots as plotting  # matplotlib is heavy; import on use
 
-    store_path = run_dir / STORE_NAME
-    if not store_path.is_file():
-        raise UserError("not a run directory (no store.sqlite)", file=str(run_dir))
-    store = Store(store_path)
-    try:
+    with open_run(run_dir) as store:
         a = analyze(store)
-        total = int(store.conn.execute("SELECT COUNT(*) FROM user_turns").fetchone()[0])
+        total = store.count_user_turns()
         records = [_slim(r) for r in islice(iter_records(store), max_transcripts)]
-    finally:
-        store.close()
     judge = pick_judge(a, run_dir, judge)
     folder = run_dir / "report"
     tables = all_tables(a, judge)

@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from userturn import runner
-from userturn.analysis.compare import compare_runs
-from userturn.analysis.tables import Table, pct, rate_ci
+from userturn.analysis.compare import CompareRow, compare_runs
+from userturn.analysis.tables import Table, pct, rate_ci, temp
 from userturn.config import RunConfig, build_config, load_config
-from userturn.export import write_json
+from userturn.run import driver
+from userturn.run.outputs import write_json
+from userturn.run.records import CellSummary
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ COMPARISON_MD = "comparison.md"
 class BeforeAfter:
     before: Path
     after: Path
-    rows: list[dict[str, Any]]
+    rows: list[CompareRow]
     overlap: list[str]
     table: Table
 
@@ -42,7 +43,7 @@ class BeforeAfter:
         return {
             "before": str(self.before),
             "after": str(self.after),
-            "rows": self.rows,
+            "rows": [r.to_json() for r in self.rows],
             "train_eval_overlap": self.overlap,
         }
 
@@ -51,7 +52,7 @@ def side_config(cfg: RunConfig, model: str) -> RunConfig:
     return cfg.model_copy(update={"models": [model]})
 
 
-def eval_items(result: runner.RunResult) -> set[str]:
+def eval_items(result: driver.RunResult) -> set[str]:
     return {f"{job.dataset.id}/{it.id}" for job in result.jobs for it in job.items}
 
 
@@ -63,7 +64,7 @@ def before_after(
     *,
     before_dir: Path | None = None,
     train_items: list[str] | None = None,
-    progress: runner.Progress | None = None,
+    progress: driver.Progress | None = None,
 ) -> BeforeAfter:
     """Run the grid on both models and write ``comparison.json`` / ``comparison.md``.
 
@@ -73,8 +74,8 @@ def before_after(
     before_dir = before_dir or out / "before"
     after_dir = out / "after"
     log.info("before/after: %s -> %s, %s -> %s", base_spec, before_dir, trained_spec, after_dir)
-    before = runner.run(side_config(cfg, base_spec), before_dir, progress)
-    after = runner.run(side_config(cfg, trained_spec), after_dir, progress)
+    before = driver.run(side_config(cfg, base_spec), before_dir, progress)
+    after = driver.run(side_config(cfg, trained_spec), after_dir, progress)
     overlap = sorted(eval_items(after) & set(train_items or []))
     rows = compare_runs(before_dir, after_dir)
     table = before_after_table(rows, before.cells, after.cells)
@@ -85,8 +86,8 @@ def before_after(
     return result
 
 
-def _key(c: dict[str, Any]) -> tuple[Any, ...]:
-    return (c["dataset"], c["temperature"], c["perturbation"], c["judge"])
+def _key(c: CellSummary | CompareRow) -> tuple[Any, ...]:
+    return (c.dataset, c.temperature, c.perturbation, c.judge)
 
 
 def _pts(d: float | None, lo: float | None, hi: float | None) -> str:
@@ -97,7 +98,7 @@ def _pts(d: float | None, lo: float | None, hi: float | None) -> str:
 
 
 def before_after_table(
-    rows: list[dict[str, Any]], before: list[dict[str, Any]], after: list[dict[str, Any]]
+    rows: list[CompareRow], before: list[CellSummary], after: list[CellSummary]
 ) -> Table:
     """Per matched cell (one per T): each side's rate with its own 95% CI, the change
     with its CI (``compare_runs``: paired cluster bootstrap when the items match), and
@@ -120,38 +121,39 @@ def before_after_table(
     ]
     raw, shown = [], []
     for r in rows:
-        k = (r["dataset"], r["temperature"], r["perturbation"], r["judge"])
-        b, a = cells_b.get(k, {}), cells_a.get(k, {})
+        k = _key(r)
+        b, a = cells_b.get(k), cells_a.get(k)
+        n = f"{r.n_a}/{r.n_b}"
         raw.append(
             [
                 *k,
-                f"{r['n_a']}/{r['n_b']}",
-                r["rate_a"],
-                r["rate_b"],
-                r["rate_diff"],
-                r["accuracy_a"],
-                r["accuracy_b"],
-                r["accuracy_diff"],
-                r["rate_method"],
+                n,
+                r.rate_a,
+                r.rate_b,
+                r.rate_diff,
+                r.accuracy_a,
+                r.accuracy_b,
+                r.accuracy_diff,
+                r.rate_method,
             ]
         )
         shown.append(
             [
-                str(r["dataset"]),
-                "–" if r["temperature"] is None else f"{r['temperature']:g}",
-                str(r["perturbation"]),
-                str(r["judge"]),
-                f"{r['n_a']}/{r['n_b']}",
-                rate_ci(r["rate_a"], b.get("ci_low"), b.get("ci_high")),
-                rate_ci(r["rate_b"], a.get("ci_low"), a.get("ci_high")),
-                _pts(r["rate_diff"], r["rate_ci_low"], r["rate_ci_high"]),
-                pct(r["accuracy_a"]),
-                pct(r["accuracy_b"]),
-                _pts(r["accuracy_diff"], r["accuracy_ci_low"], r["accuracy_ci_high"]),
-                str(r["rate_method"]),
+                str(r.dataset),
+                temp(r.temperature),
+                str(r.perturbation),
+                str(r.judge),
+                n,
+                rate_ci(r.rate_a, *_ci(b)),
+                rate_ci(r.rate_b, *_ci(a)),
+                _pts(r.rate_diff, r.rate_ci_low, r.rate_ci_high),
+                pct(r.accuracy_a),
+                pct(r.accuracy_b),
+                _pts(r.accuracy_diff, r.accuracy_ci_low, r.accuracy_ci_high),
+                r.rate_method,
             ]
         )
-    models = sorted({f"before={r['model_a']}, after={r['model_b']}" for r in rows})
+    models = sorted({f"before={r.model_a}, after={r.model_b}" for r in rows})
     return Table(
         "before_after",
         "Genuine follow-up rate before vs after training (" + "; ".join(models) + ")",
@@ -175,3 +177,7 @@ def eval_config(
     if manifest is not None and manifest.is_file():
         return load_config(manifest, flags)
     return build_config(flags)
+
+
+def _ci(c: CellSummary | None) -> tuple[float | None, float | None]:
+    return (None, None) if c is None else (c.ci_low, c.ci_high)

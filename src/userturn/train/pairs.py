@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from userturn.errors import UserError
-from userturn.export import STORE_NAME, iter_records
-from userturn.store import Store, content_key
+from userturn.run.outputs import iter_records
+from userturn.run.records import content_key
+from userturn.run.store import open_run
 
 log = logging.getLogger(__name__)
 
@@ -49,14 +50,8 @@ class PairStats:
 
 def run_records(run: Path) -> list[dict[str, Any]]:
     """Every user turn of a run (from its store, so it works before any export)."""
-    db = run / STORE_NAME
-    if not db.is_file():
-        raise UserError("not a run directory (no store.sqlite)", file=str(run), field="run")
-    store = Store(db)
-    try:
+    with open_run(run) as store:
         return list(iter_records(store))
-    finally:
-        store.close()
 
 
 def pick_judge(records: Iterable[dict[str, Any]], judge: str | None) -> str:

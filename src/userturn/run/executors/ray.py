@@ -1,10 +1,10 @@
 """``--executor ray [--address ADDR] [--workers N]``: items sharded over Ray actors.
 
-Each actor holds its own backend and ``pipeline.ItemWorker``; it never touches the store.
+Each actor holds its own backend and ``run.worker.ItemWorker``; it never touches the store.
 The driver cuts every job into the same chunks the local executor would
 (``backend.batch_items`` items), gives chunk ``i`` to actor ``i % N`` (deterministic, so a
-rerun shards the same way), and yields the events of each chunk back to
-``runner._generate`` in chunk order as they complete. Only the driver writes, in small
+rerun shards the same way), and yields the events of each chunk back to the driver
+in chunk order as they complete. Only the driver writes, in small
 transactions, so a killed run resumes under either executor.
 
 Why results match the local executor: a record's key, seed and prompt don't depend on
@@ -23,19 +23,19 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import ray
 
-from userturn.backends import load_backend, parse_model_spec
+from userturn import registry
+from userturn.backends import load_backend
 from userturn.config import RunConfig
 from userturn.datasets import Dataset
 from userturn.errors import UserError
-from userturn.pipeline import Event, ItemWorker
+from userturn.run.executors import Job
+from userturn.run.records import AnswerRecord
+from userturn.run.worker import Event, ItemWorker
 from userturn.types import Item
-
-if TYPE_CHECKING:
-    from userturn.runner import Job
 
 log = logging.getLogger(__name__)
 
@@ -49,24 +49,16 @@ class ItemActor:
     """
 
     def __init__(
-        self, datasets: list[Dataset], known: dict[str, dict[str, Any]], done: set[str]
+        self, datasets: list[Dataset], known: dict[str, AnswerRecord], done: set[str]
     ) -> None:
         self.datasets = datasets
         self.known = known
         self.done = done
 
-    def setup(self, model: str, cfg: RunConfig, date: dt.date) -> dict[str, Any]:
+    def setup(self, model: str, cfg: RunConfig, date: dt.date, config_id: str) -> dict[str, Any]:
         self.backend = load_backend(model, defaults={"base_url": cfg.base_url})
-        self.worker = w = ItemWorker(self.backend, cfg, date)
-        return {
-            **self.backend.describe(),
-            "template_sha": w.template.sha,
-            "template_source": w.template.name,
-            "template_preamble": w.markers.preamble,
-            "user_header": w.markers.user_header,
-            "user_stops": list(w.markers.user_stops(w.template)),
-            "batch_items": max(1, self.backend.batch_items),
-        }
+        self.worker = ItemWorker(self.backend, cfg, date, config_id)
+        return self.worker.describe()
 
     def process(self, job: int, items: list[Item]) -> list[Event]:
         return list(self.worker.process(items, self.datasets[job], self.known, self.done))
@@ -116,7 +108,7 @@ class RayExecutor:
         return True
 
     def _actor_options(self, model: str) -> dict[str, Any]:
-        kind = parse_model_spec(model).kind
+        kind = registry.model_spec(model)[1].kind
         gpus = ray.cluster_resources().get("GPU", 0)  # type: ignore[no-untyped-call]
         if kind in ("hf", "vllm") and gpus:
             return {"num_gpus": 1}
@@ -127,8 +119,9 @@ class RayExecutor:
         model: str,
         cfg: RunConfig,
         date: dt.date,
+        config_id: str,
         jobs: list[Job],
-        known: dict[str, dict[str, Any]],
+        known: dict[str, AnswerRecord],
         done: set[str],
     ) -> Iterator[Event]:
         started = self._connect()
@@ -141,7 +134,7 @@ class RayExecutor:
                 _RemoteActor.options(**opts).remote(datasets, known_ref, done_ref)
                 for _ in range(cfg.workers)
             ]
-            described = self._get([a.setup.remote(model, cfg, date) for a in actors])
+            described = self._get([a.setup.remote(model, cfg, date, config_id) for a in actors])
             self._described = {**described[0], "executor": "ray", "workers": cfg.workers}
             plan = chunk_plan(
                 [len(j.items) for j in jobs], described[0]["batch_items"], cfg.workers

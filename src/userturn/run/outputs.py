@@ -1,8 +1,9 @@
-"""Run-directory files (contracts in design.md): records.jsonl, summary.json,
-run_stats.json and manifest.yaml, plus records.parquet when pyarrow is installed.
+"""Run-directory files: records.jsonl, summary.json, run_stats.json and manifest.yaml,
+plus records.parquet when pyarrow is installed (the output contract in the README).
 
 All but run_stats.json are rebuilt from the store, so they always cover everything in
-it, whatever this invocation did.
+it, whatever this invocation did. Every file is written to a temporary name and renamed,
+so a killed run never leaves a half-written output.
 """
 
 from __future__ import annotations
@@ -19,47 +20,16 @@ from typing import Any
 import yaml
 
 from userturn.analysis.cells import summary_cells
-from userturn.store import Store
-
-STORE_NAME = "store.sqlite"
+from userturn.run.records import CellSummary, record_line
+from userturn.run.store import Store
 
 
 def iter_records(store: Store) -> Iterator[dict[str, Any]]:
-    """One record per user turn, in the records.jsonl shape."""
-    answers = dict(store.answers())
+    """One records.jsonl line per user turn, in store order."""
+    answers = {a.key: a for a in store.answers()}
     judgments = store.judgments()
-    for row in store.user_turns():
-        ans = answers.get(row.answer_key, {})
-        d = row.data
-        yield {
-            "id": row.key,
-            "item_id": row.item_id,
-            "model": row.model,
-            "family": d.get("family", ""),
-            "dataset": row.dataset,
-            "temperature": row.temperature,
-            "sample": row.sample,
-            "seed": row.seed,
-            "perturbation": row.perturbation,
-            "messages": d.get("messages"),
-            "answer": ans.get("text"),
-            "answer_reasoning": ans.get("reasoning"),
-            "correct": ans.get("correct"),
-            "answer_finish": ans.get("finish"),
-            "answer_truncated": ans.get("finish") == "length",
-            "user_turn": d.get("user_turn"),
-            "user_finish": d.get("user_finish"),
-            "thinking_markup": d.get("thinking_markup", False),
-            "content_survived": d.get("content_survived", True),
-            "removed": d.get("removed"),
-            "prompt_sha": d.get("prompt_sha"),
-            "template_sha": d.get("template_sha"),
-            "reference_turn": d.get("reference_turn"),
-            "judgments": [
-                {k: j.get(k) for k in ("judge", "genuine_followup", "label", "rationale", "status")}
-                for j in judgments.get(row.key, [])
-            ],
-        }
+    for turn in store.user_turns():
+        yield record_line(turn, answers.get(turn.answer_key), judgments.get(turn.key, []))
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -68,7 +38,7 @@ def write_json(path: Path, data: Any) -> None:
     tmp.replace(path)
 
 
-def write_outputs(out: Path, store: Store) -> list[dict[str, Any]]:
+def write_outputs(out: Path, store: Store) -> list[CellSummary]:
     """Write records.jsonl and summary.json (and parquet if possible); return the cells."""
     tmp = out / "records.jsonl.tmp"
     records = []
@@ -78,7 +48,7 @@ def write_outputs(out: Path, store: Store) -> list[dict[str, Any]]:
             records.append(rec)
     tmp.replace(out / "records.jsonl")
     cells = summary_cells(store)
-    write_json(out / "summary.json", {"cells": cells})
+    write_json(out / "summary.json", {"cells": [c.to_json() for c in cells]})
     _maybe_parquet(out, records)
     return cells
 
@@ -155,7 +125,11 @@ def _gpus() -> list[str]:
 
 
 def manifest(
-    config: dict[str, Any], date: str, models: list[dict[str, Any]], datasets: list[dict[str, Any]]
+    config: dict[str, Any],
+    date: str,
+    models: list[dict[str, Any]],
+    datasets: list[dict[str, Any]],
+    configs: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
     """Everything needed to reproduce the run. ``config`` is accepted as is by
     ``userturn run --config manifest.yaml``; it carries the frozen date, so templates that
@@ -191,6 +165,7 @@ def manifest(
         },
         "models": models,
         "datasets": datasets,
+        "configs": configs,
         "config": {**config, "frozen_date": date},
     }
 

@@ -1,0 +1,131 @@
+"""Coverage of userturn's 95% intervals by simulation (issues I and H).
+
+Run: ``.venv/bin/python bench/interval_coverage.py [--sims N]`` (default 1000 simulated
+cells per scenario; about 5 minutes on 2 busy cores). The last line is JSON.
+
+Each scenario draws cells with a known truth from ``tests/analysis/coverage_sim.py``
+(item probabilities from a Beta with mean p and intraclass correlation ρ, k samples per
+item, 5% of judgments lost) and reports the share of intervals that contain the truth,
+their mean width, and the share of zero-width intervals. Keys:
+
+- ``coverage_cell_k1_p*``: one sample per item (Wilson), 50 items.
+- ``coverage_cell_p*``: 20 items × k = 4, ρ = 0.2 (few, correlated items);
+  ``coverage_cell_rho05_p*``: 50 items × k = 4, ρ = 0.5.
+- ``baseline_cell_p*_plain_bootstrap``: the percentile cluster bootstrap alone (before).
+- ``coverage_delta[_k1]_p*``: paired deltas, both conditions at p sharing each item's
+  probability (truth 0); ``..._shift``: 5% against 0% (truth 0.05).
+- ``coverage_indep[_k1]_p*``: independent differences, same scenarios.
+- ``coverage_corrected[_k1|_strong]_p*``: Rogan–Gladen corrected rates for a judge with
+  sensitivity 0.90 and specificity 0.95 (``_strong``: 0.95 and 0.99) whose card comes
+  from 300 reference examples, 30% genuine; 50 items × k = 4 (``_k1``: 100 × 1).
+
+p0, p002, p05 stand for p = 0, 0.02, 0.5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "analysis"))
+
+from coverage_sim import (
+    Design,
+    Judge,
+    cell,
+    coverage,
+    independent,
+    judged_cell,
+    paired,
+)
+
+from userturn.analysis import intervals as I
+from userturn.analysis.correction import corrected_rate
+
+PS = {"p0": 0.0, "p002": 0.02, "p05": 0.5}
+SINGLE = Design(items=50, k=1)
+FEW = Design(items=20, k=4, rho=0.2)
+STRONG = Design(items=50, k=4, rho=0.5)
+Draw = Callable[[np.random.Generator], I.CI]
+
+
+def _plain_bootstrap(p: float) -> Draw:
+    def draw(r: np.random.Generator) -> I.CI:
+        arr = I._as_array(cell(r, p, FEW))
+        sums = I._resampled_sums(arr, np.random.default_rng(0), I.BOOTSTRAP_REPS)
+        return I._percentile_ci(I._ratio(sums))
+
+    return draw
+
+
+def _corrected(p: float, design: Design, judge: Judge) -> Draw:
+    def draw(r: np.random.Generator) -> I.CI:
+        got = corrected_rate(*judged_cell(r, p, design, judge))
+        return got.ci_low, got.ci_high
+
+    return draw
+
+
+def _cell(p: float, d: Design) -> Draw:
+    return lambda r: I.rate_interval(cell(r, p, d))[0]
+
+
+def _delta(pa: float, pb: float, d: Design) -> Draw:
+    return lambda r: I.paired_diff_interval(*paired(r, pa, pb, d))[0]
+
+
+def _indep(pa: float, pb: float, d: Design) -> Draw:
+    return lambda r: I.independent_diff_interval(*independent(r, pa, pb, d))[0]
+
+
+def scenarios() -> dict[str, tuple[Draw, float]]:
+    """Name → (draw one interval, truth)."""
+    out: dict[str, tuple[Draw, float]] = {}
+    for tag, p in PS.items():
+        for name, d in [("cell_k1", SINGLE), ("cell", FEW), ("cell_rho05", STRONG)]:
+            out[f"coverage_{name}_{tag}"] = (_cell(p, d), p)
+        if p > 0:
+            out[f"baseline_cell_{tag}_plain_bootstrap"] = (_plain_bootstrap(p), p)
+    pairs = {**{tag: (p, p) for tag, p in PS.items()}, "shift": (0.05, 0.0)}
+    for tag, (pa, pb) in pairs.items():
+        for suffix, d in [("_k1", SINGLE), ("", FEW)]:
+            out[f"coverage_delta{suffix}_{tag}"] = (_delta(pa, pb, d), pa - pb)
+            out[f"coverage_indep{suffix}_{tag}"] = (_indep(pa, pb, d), pa - pb)
+    judges = [("", Design(50, 4), Judge(0.9, 0.95)), ("_k1", Design(100, 1), Judge(0.9, 0.95))]
+    judges.append(("_strong", Design(50, 4), Judge(0.95, 0.99)))
+    for tag, p in PS.items():
+        for suffix, d, j in judges:
+            out[f"coverage_corrected{suffix}_{tag}"] = (_corrected(p, d, j), p)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sims", type=int, default=1000, help="simulated cells per scenario")
+    args = ap.parse_args()
+    start = time.perf_counter()
+    result: dict[str, float | int] = {}
+    widths: dict[str, float] = {}
+    degenerate = 0.0
+    for i, (name, (draw, truth)) in enumerate(sorted(scenarios().items())):
+        got = coverage(draw, truth, args.sims, seed=1000 + i)
+        result[name] = round(got.coverage, 4)
+        widths["width_" + name.removeprefix("coverage_")] = round(got.width, 4)
+        if not name.startswith("baseline"):
+            degenerate = max(degenerate, got.degenerate)
+        print(f"{name:45s} coverage {got.coverage:.3f}  width {got.width:.3f}", flush=True)
+    result.update(widths)
+    result["degenerate_share_max"] = degenerate
+    result["sims_per_scenario"] = args.sims
+    result["interval_coverage_seconds"] = round(time.perf_counter() - start, 1)
+    print(json.dumps(result, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()

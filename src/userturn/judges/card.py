@@ -1,0 +1,162 @@
+"""Judge cards: how far to trust a judge, measured on reference labels, as data.
+
+A rate measured by a judge is only as good as the judge: a judge that calls 55% of turns
+genuine where the reference says 32% inflates every table. A card records the judge's
+sensitivity and specificity for σ with Wilson CIs, the full label confusion and its
+accuracy on the planted control set, with the confusion counts themselves so every
+figure can be recomputed from the card alone. ``method`` says how the verdicts were
+obtained (a shipped learned judge's card comes from out-of-fold verdicts, never from
+its own training rows).
+
+Schema (others read it; keep the keys): ``card_id`` (``judge@version``), ``judge``,
+``version``, ``method``, ``references`` (``file``, ``sha256``, ``n``), ``sigma`` (``tp``,
+``fn``, ``fp``, ``tn``), ``sensitivity`` and ``specificity`` (``value``, ``ci_low``,
+``ci_high``), ``labels`` (the 8, in order), ``label_confusion`` (rows reference, columns
+judge), ``control_set`` (``n``, ``sigma_accuracy``, ``label_accuracy``) or null,
+``created`` (YYYY-MM-DD); plus ``excluded`` (verdicts not ok, left out of every count)
+and ``ci_method``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from statsmodels.stats.proportion import proportion_confint
+
+from userturn.errors import UserError, read_text
+from userturn.judges.base import Judge
+from userturn.types import LABELS, JudgeInput, Judgment
+
+CI_METHOD = "wilson"
+CI_ALPHA = 0.05
+IN_SAMPLE = "the judge as given, on the reference files"
+
+
+@dataclass(frozen=True)
+class RefRow:
+    """What a card needs of a reference row: the judge's input and the reference verdict."""
+
+    input: JudgeInput
+    genuine: bool
+    label: str
+
+
+def read_reference(path: Path) -> list[RefRow]:
+    """Rows of a reference-label file (``judge_dev.jsonl`` format)."""
+    rows = []
+    for n, line in enumerate(read_text(path, "reference file").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+            rows.append(
+                RefRow(
+                    JudgeInput(str(r["id"]), tuple(r["messages"]), str(r["user_turn"])),
+                    bool(r["genuine_followup"]),
+                    str(r["label"]),
+                )
+            )
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise UserError(f"not a reference row ({exc})", file=str(path), line=n) from exc
+    return rows
+
+
+def interval(count: int, n: int) -> dict[str, float | None]:
+    """A proportion with its Wilson CI (None where there is nothing to estimate)."""
+    if n == 0:
+        return {"value": None, "ci_low": None, "ci_high": None}
+    low, high = proportion_confint(count, n, alpha=CI_ALPHA, method=CI_METHOD)
+    return {"value": round(count / n, 4), "ci_low": round(float(low), 4),
+            "ci_high": round(float(high), 4)}  # fmt: skip
+
+
+def confusion(rows: Sequence[RefRow], verdicts: Sequence[Judgment]) -> dict[str, Any]:
+    """σ counts and the label confusion over verdicts with status ok."""
+    sigma = {"tp": 0, "fn": 0, "fp": 0, "tn": 0}
+    matrix = [[0] * len(LABELS) for _ in LABELS]
+    excluded = 0
+    for row, v in zip(rows, verdicts, strict=True):
+        if v.status != "ok" or v.genuine is None or v.label is None:
+            excluded += 1
+            continue
+        key = ("t" if v.genuine == row.genuine else "f") + ("p" if v.genuine else "n")
+        sigma[key] += 1
+        if row.label in LABELS:
+            matrix[LABELS.index(row.label)][LABELS.index(v.label)] += 1  # type: ignore[arg-type]
+    return {"sigma": sigma, "label_confusion": matrix, "excluded": excluded}
+
+
+def control_summary(judge: Judge, path: Path) -> dict[str, Any]:
+    rows = read_reference(path)
+    verdicts = judge.judge([r.input for r in rows])
+    pairs = list(zip(rows, verdicts, strict=True))
+    sigma = sum(v.status == "ok" and v.genuine == r.genuine for r, v in pairs)
+    label = sum(v.status == "ok" and v.label == r.label for r, v in pairs)
+    n = len(rows)
+    return {"n": n, "sigma_accuracy": round(sigma / n, 4) if n else None,
+            "label_accuracy": round(label / n, 4) if n else None}  # fmt: skip
+
+
+def file_entry(path: Path, n: int) -> dict[str, Any]:
+    return {"file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "n": n}
+
+
+def build_card(
+    judge: Judge,
+    ref_paths: Sequence[Path],
+    control_path: Path | None = None,
+    method: str = IN_SAMPLE,
+) -> dict[str, Any]:
+    """The card of ``judge`` on the reference files (and the control set, if given)."""
+    refs, rows = [], []
+    for path in ref_paths:
+        part = read_reference(Path(path))
+        refs.append(file_entry(Path(path), len(part)))
+        rows += part
+    counts = confusion(rows, judge.judge([r.input for r in rows]))
+    s = counts["sigma"]
+    return {
+        "card_id": f"{judge.id}@{judge.version}",
+        "judge": judge.id,
+        "version": judge.version,
+        "method": method,
+        "references": refs,
+        "sigma": s,
+        "sensitivity": interval(s["tp"], s["tp"] + s["fn"]),
+        "specificity": interval(s["tn"], s["tn"] + s["fp"]),
+        "labels": list(LABELS),
+        "label_confusion": counts["label_confusion"],
+        "control_set": None if control_path is None else control_summary(judge, control_path),
+        "created": date.today().isoformat(),
+        "excluded": counts["excluded"],
+        "ci_method": CI_METHOD,
+    }
+
+
+def card_filename(judge_id: str) -> str:
+    """A file name for a judge id (``llm:openai:m`` -> ``llm_openai_m.json``)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", judge_id).strip("_") + ".json"
+
+
+def write_card(card: dict[str, Any], folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / card_filename(str(card["judge"]))
+    path.write_text(json.dumps(card, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def load_card(judge_id: str, version: str) -> dict[str, Any] | None:
+    """The card shipped for a built-in judge, if it describes exactly this version."""
+    entry = resources.files("userturn.judges").joinpath("cards", card_filename(judge_id))
+    if not entry.is_file():
+        return None
+    card: dict[str, Any] = json.loads(entry.read_text(encoding="utf-8"))
+    return card if card.get("version") == version else None

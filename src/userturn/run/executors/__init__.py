@@ -1,0 +1,56 @@
+"""Where the worker runs: in-process (``local``) or on Ray actors (``ray``).
+
+An executor turns (model, jobs) into a stream of worker events; it never touches the
+store, so the driver alone writes, and both executors resume the same way.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from userturn.config import RunConfig
+from userturn.datasets import Dataset
+from userturn.errors import UserError
+from userturn.run.records import AnswerRecord
+from userturn.run.worker import Event
+from userturn.types import Item
+
+
+@dataclass
+class Job:
+    """One dataset's selected items."""
+
+    dataset: Dataset
+    items: list[Item]
+
+
+class Executor(Protocol):
+    def run_model(
+        self,
+        model: str,
+        cfg: RunConfig,
+        date: dt.date,
+        config_id: str,
+        jobs: list[Job],
+        known: dict[str, AnswerRecord],
+        done: set[str],
+    ) -> Iterator[Event]: ...
+
+    def describe_model(self) -> dict[str, Any]: ...
+
+
+def make_executor(cfg: RunConfig) -> Executor:
+    if cfg.executor == "ray":
+        try:
+            from userturn.run.executors.ray import RayExecutor
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("userturn"):
+                raise
+            raise UserError("ray is not installed: pip install 'userturn[ray]'") from exc
+        return RayExecutor(cfg)
+    from userturn.run.executors.local import LocalExecutor
+
+    return LocalExecutor()

@@ -1,0 +1,275 @@
+"""What a run stores and writes: the one place that says what a record is.
+
+Stages pass these frozen dataclasses, never loose dicts, so a reader finds every field
+of an answer or a user turn here, with its meaning. The store keeps each record as its
+indexed columns plus a JSON ``data`` column (``to_row``/``from_row``); ``records.jsonl``
+lines are built by :func:`record_line` from the same objects, so design.md's output
+contract is this code.
+
+Keys: every record's key is a content hash (:func:`content_key`) of what produced it,
+including the run's config fingerprint and the dataset, so two experiments or two
+datasets can never share a row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from userturn.types import AnswerFinish, Judgment, Message, Probe
+
+
+def content_key(*parts: Any) -> str:
+    """A stable hash of JSON-serialisable parts (dict keys sorted)."""
+    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:32]
+
+
+def derive_seed(run_seed: int, *parts: object) -> int:
+    """seed = hash(run seed, item, T, sample index): stable across runs and executors."""
+    blob = "\x1f".join(str(p) for p in (run_seed, *parts)).encode()
+    return int.from_bytes(hashlib.sha256(blob).digest()[:4], "big") & 0x7FFFFFFF
+
+
+def _data(obj: Any, columns: frozenset[str]) -> dict[str, Any]:
+    """The record's fields that are not indexed columns (the JSON ``data`` column)."""
+    return {k: v for k, v in asdict(obj).items() if k not in columns}
+
+
+@dataclass(frozen=True)
+class AnswerRecord:
+    """The assistant turn of one item: generated (scored) or given (held-out sets)."""
+
+    key: str
+    item_id: str
+    dataset: str
+    model: str
+    """Who wrote it; "" for a given answer (held-out conversations)."""
+    config: str
+    text: str
+    """The raw answer, reasoning included."""
+    final: str
+    """What is scored and shown to the user stage ("" when reasoning never closed)."""
+    finish: AnswerFinish
+    reasoning: str | None = None
+    completion_tokens: int = 0
+    prompt_sha: str | None = None
+    template_sha: str | None = None
+    prompt_tokens: int = 0
+    prompt_tokens_reused: int = 0
+    correct: bool | None = None
+    """Task accuracy; None when the dataset is not scored."""
+    score: dict[str, Any] | None = None
+    """The scorer's detail (extracted answer, instruction results, ...)."""
+    reference: dict[str, Any] | None = None
+    """The item's gold data, kept so ``userturn rescore`` can re-apply a changed scorer."""
+
+    COLUMNS = frozenset({"key", "item_id", "dataset", "model", "config"})
+
+    @property
+    def truncated(self) -> bool:
+        """Stopped by the token limit: an unplanned truncation, counted per cell."""
+        return self.finish in ("length", "length_in_reasoning")
+
+    @property
+    def incomplete_reasoning(self) -> bool:
+        return self.finish == "length_in_reasoning"
+
+    def to_row(self) -> dict[str, Any]:
+        return _data(self, self.COLUMNS)
+
+    @classmethod
+    def from_row(cls, columns: dict[str, Any], data: dict[str, Any]) -> AnswerRecord:
+        names = {f.name for f in fields(cls)}
+        return cls(**columns, **{k: v for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True)
+class UserTurnRecord:
+    """One user turn written by the model (or a real person's, for ``human-reference``)."""
+
+    key: str
+    answer_key: str
+    item_id: str
+    model: str
+    dataset: str
+    config: str
+    temperature: float | None
+    """None for turns nobody sampled (the real next human turn)."""
+    sample: int
+    seed: int | None
+    perturbation: str
+    messages: tuple[Message, ...]
+    """The context the model saw, ending with the (perturbed) assistant turn."""
+    family: str = ""
+    perturbation_version: str = ""
+    probe: Probe = "generate"
+    turn: int = 1
+    """1 for the probe; 1..N in a rollout."""
+    prompt_sha: str | None = None
+    template_sha: str | None = None
+    content_survived: bool = True
+    removed: str | None = None
+    """Assistant text the template dropped or rewrote, if any."""
+    reference_turn: str | None = None
+    user_turn: str = ""
+    user_finish: str = ""
+    """stop | length | error | human."""
+    user_tokens: int = 0
+    thinking_markup: bool = False
+    prompt_tokens: int = 0
+    prompt_tokens_reused: int = 0
+    context_model: str | None = None
+    """For ``human-reference`` rows: the model whose context the human turn follows."""
+
+    COLUMNS = frozenset(
+        {
+            "key",
+            "answer_key",
+            "item_id",
+            "model",
+            "dataset",
+            "config",
+            "temperature",
+            "sample",
+            "seed",
+            "perturbation",
+            "probe",
+            "turn",
+        }
+    )
+
+    def to_row(self) -> dict[str, Any]:
+        data = _data(self, self.COLUMNS)
+        data["messages"] = list(self.messages)
+        return data
+
+    @classmethod
+    def from_row(cls, columns: dict[str, Any], data: dict[str, Any]) -> UserTurnRecord:
+        names = {f.name for f in fields(cls)}
+        kept = {k: v for k, v in data.items() if k in names}
+        kept["messages"] = tuple(kept.get("messages") or ())
+        return cls(**columns, **kept)
+
+
+RECORD_VERSION = 2
+"""records.jsonl lines gained ``config``, ``probe`` and ``turn`` in version 2."""
+
+
+def record_line(
+    turn: UserTurnRecord, answer: AnswerRecord | None, judgments: list[Judgment]
+) -> dict[str, Any]:
+    """One records.jsonl line (design.md's table), in a stable key order."""
+    return {
+        "id": turn.key,
+        "item_id": turn.item_id,
+        "model": turn.model,
+        "family": turn.family,
+        "dataset": turn.dataset,
+        "config": turn.config,
+        "probe": turn.probe,
+        "turn": turn.turn,
+        "temperature": turn.temperature,
+        "sample": turn.sample,
+        "seed": turn.seed,
+        "perturbation": turn.perturbation,
+        "messages": list(turn.messages),
+        "answer": None if answer is None else answer.text,
+        "answer_reasoning": None if answer is None else answer.reasoning,
+        "correct": None if answer is None else answer.correct,
+        "answer_finish": None if answer is None else answer.finish,
+        "answer_truncated": answer is not None and answer.truncated,
+        "user_turn": turn.user_turn,
+        "user_finish": turn.user_finish,
+        "thinking_markup": turn.thinking_markup,
+        "content_survived": turn.content_survived,
+        "removed": turn.removed,
+        "prompt_sha": turn.prompt_sha,
+        "template_sha": turn.template_sha,
+        "reference_turn": turn.reference_turn,
+        "judgments": [j.to_json() for j in judgments],
+    }
+
+
+@dataclass(frozen=True)
+class CellSummary:
+    """One summary.json cell: the rate of genuine follow-ups in one slice of the run.
+
+    The cell key is (model, dataset, temperature, perturbation, judge, config, probe,
+    turn): a cell never pools two configs, two probes or two rollout turns. Fields that
+    do not apply to a cell are None (never missing from summary.json).
+    """
+
+    model: str
+    dataset: str
+    temperature: float | None
+    perturbation: str
+    judge: str | None
+    config: str
+    probe: Probe = "generate"
+    turn: int | None = None
+    """The rollout turn (1..N); None for the one-turn probe."""
+    family: str = ""
+    n_total: int = 0
+    """User turns in the cell."""
+    n: int = 0
+    """Judgments with status ok: the rate's denominator."""
+    genuine: int = 0
+    rate: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    ci_method: str = ""
+    samples: int = 0
+    n_items: int = 0
+    unparseable: int = 0
+    errors: int = 0
+    accuracy: float | None = None
+    n_answers: int = 0
+    answers_truncated: int = 0
+    answers_incomplete_reasoning: int = 0
+    labels: dict[str, int] = field(default_factory=dict)
+    rate_corrected: float | None = None
+    ci_corrected_low: float | None = None
+    ci_corrected_high: float | None = None
+    correction_note: str | None = None
+    judge_card: str | None = None
+    gf_at_k: dict[int, float] | None = None
+    items_never: float | None = None
+    items_sometimes: float | None = None
+    items_always: float | None = None
+    item_rate_histogram: list[int] | None = None
+    """Items per tenth of per-item rate ([0, 0.1), ..., [0.9, 1.0])."""
+    challenge_rate: float | None = None
+    challenge_n: int = 0
+    preference_accuracy: float | None = None
+    preference_ci_low: float | None = None
+    preference_ci_high: float | None = None
+    margin: float | None = None
+    margin_ci_low: float | None = None
+    margin_ci_high: float | None = None
+    survival: float | None = None
+    survival_ci_low: float | None = None
+    survival_ci_high: float | None = None
+
+    @property
+    def failed(self) -> int:
+        """Judgments that did not come back ok (unparseable or errored)."""
+        return self.unparseable + self.errors
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        if self.gf_at_k is not None:
+            out["gf_at_k"] = {str(k): v for k, v in self.gf_at_k.items()}
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CellSummary:
+        """A cell read back from summary.json (``compare`` on a run without its store)."""
+        names = {f.name for f in fields(cls)}
+        kept = {k: v for k, v in data.items() if k in names}
+        kept.setdefault("config", "")
+        if kept.get("gf_at_k") is not None:
+            kept["gf_at_k"] = {int(k): float(v) for k, v in kept["gf_at_k"].items()}
+        return cls(**kept)

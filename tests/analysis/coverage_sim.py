@@ -1,0 +1,121 @@
+"""Simulated cells with known truth, for coverage checks of userturn's intervals.
+
+Shared by ``tests/analysis/test_intervals.py`` and ``test_correction.py`` (quick
+simulations) and ``bench/interval_coverage.py`` (the full figures), so that the bench
+measures exactly what the tests check.
+
+The model: an item's probability of a genuine follow-up is drawn from a Beta with mean p
+and intraclass correlation ρ (Var = ρ p(1 - p), which makes ρ the within-item
+correlation of σ); each item gets k samples, of which a few are lost to unparseable
+judgments, so items have unequal n as in real runs. With ρ = 0 or p at 0 or 1 every item
+has probability p exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from userturn.analysis.intervals import CI, ItemCounts
+
+
+@dataclass(frozen=True)
+class Design:
+    """How a simulated cell is sampled."""
+
+    items: int
+    k: int
+    rho: float = 0.2
+    drop: float = 0.05
+    """Share of samples whose judgment is not ok (so n_i varies)."""
+
+
+@dataclass(frozen=True)
+class Judge:
+    """A judge with known error rates, and the size of its reference set (the card)."""
+
+    sens: float
+    spec: float
+    reference: int = 300
+    positives: float = 0.3
+
+
+def item_probs(rng: np.random.Generator, p: float, rho: float, items: int) -> np.ndarray:
+    """Per-item probabilities with mean p and intraclass correlation rho."""
+    if p <= 0 or p >= 1 or rho <= 0:
+        return np.full(items, p)
+    s = (1 - rho) / rho
+    return rng.beta(p * s, (1 - p) * s, size=items)
+
+
+def sample_n(rng: np.random.Generator, d: Design) -> np.ndarray:
+    """Ok judgments per item: k samples, each lost with probability ``drop``."""
+    return rng.binomial(d.k, 1 - d.drop, size=d.items)
+
+
+def counts(g: np.ndarray, n: np.ndarray) -> ItemCounts:
+    return [(int(a), int(b)) for a, b in zip(g, n, strict=True)]
+
+
+def cell(rng: np.random.Generator, p: float, d: Design) -> ItemCounts:
+    n = sample_n(rng, d)
+    return counts(rng.binomial(n, item_probs(rng, p, d.rho, d.items)), n)
+
+
+def paired(
+    rng: np.random.Generator, pa: float, pb: float, d: Design
+) -> tuple[ItemCounts, ItemCounts]:
+    """Two conditions on the same items. With pa == pb both share each item's
+    probability (a perturbation with no effect: truth 0); otherwise the item effects are
+    drawn separately."""
+    probs_a = item_probs(rng, pa, d.rho, d.items)
+    probs_b = probs_a if pa == pb else item_probs(rng, pb, d.rho, d.items)
+    na, nb = sample_n(rng, d), sample_n(rng, d)
+    a = counts(rng.binomial(na, probs_a), na)
+    return a, counts(rng.binomial(nb, probs_b), nb)
+
+
+def independent(
+    rng: np.random.Generator, pa: float, pb: float, d: Design
+) -> tuple[ItemCounts, ItemCounts]:
+    return cell(rng, pa, d), cell(rng, pb, d)
+
+
+def judged_cell(
+    rng: np.random.Generator, p: float, d: Design, judge: Judge
+) -> tuple[ItemCounts, dict[str, int]]:
+    """A cell as an imperfect judge sees it, and that judge's card on a reference set."""
+    n = sample_n(rng, d)
+    true = rng.binomial(n, item_probs(rng, p, d.rho, d.items))
+    seen = rng.binomial(true, judge.sens) + rng.binomial(n - true, 1 - judge.spec)
+    pos = round(judge.reference * judge.positives)
+    neg = judge.reference - pos
+    tp, fp = int(rng.binomial(pos, judge.sens)), int(rng.binomial(neg, 1 - judge.spec))
+    return counts(seen, n), {"tp": tp, "fn": pos - tp, "fp": fp, "tn": neg - fp}
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Share of simulated intervals that contain the truth, and their mean width."""
+
+    coverage: float
+    width: float
+    degenerate: float
+    """Share of intervals of zero width."""
+
+
+def coverage(
+    draw: Callable[[np.random.Generator], CI], truth: float, sims: int, seed: int
+) -> Coverage:
+    """Run ``draw`` on ``sims`` seeded simulations and score its intervals against truth."""
+    rng = np.random.default_rng(seed)
+    hits, widths, zero = 0, [], 0
+    for _ in range(sims):
+        lo, hi = draw(rng)
+        assert lo is not None and hi is not None, "an interval was undefined"
+        hits += int(lo - 1e-12 <= truth <= hi + 1e-12)
+        widths.append(hi - lo)
+        zero += int(hi - lo <= 1e-12)
+    return Coverage(hits / sims, float(np.mean(widths)), zero / sims)

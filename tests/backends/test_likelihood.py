@@ -1,0 +1,247 @@
+"""Log-likelihood scoring: token boundaries, and llama.cpp and transformers checked against
+sums computed here from each engine's own logits, against greedy decoding, and against
+each other, on the embedded SmolLM2.
+
+Run: ``.venv/bin/python -m pytest tests/backends/test_likelihood.py -q`` (the hf tests use
+the HF export of the embedded GGUF; the first run builds it, about a minute).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from userturn.backends import llamacpp_batch as lb
+from userturn.backends import load_backend
+from userturn.backends.base import TemplateOptions
+from userturn.backends.likelihood import continuation_ids, target_logprobs
+from userturn.backends.llamacpp import LlamaCppBackend
+from userturn.chat import user_turn_prompt
+from userturn.datasets import load_dataset
+from userturn.errors import UserError
+from userturn.types import SamplingParams, ScoreRequest
+
+DATE = TemplateOptions(date=dt.date(2026, 11, 29))
+CTX = [
+    {"role": "user", "content": "Janet has 3 apples and buys 5 more. How many does she have?"},
+    {"role": "assistant", "content": "3 + 5 = 8. Janet has 8 apples."},
+]
+CANDIDATES = (
+    "Thanks!<|im_end|>",
+    "Can you explain how you added them?<|im_end|>",
+    "<|im_start|>assistant\nSure.<|im_end|>",
+)
+LLAMACPP_VS_HF_MEAN = 0.15
+"""Tolerance (nats, mean |difference| per token) between llama.cpp and transformers.
+
+The weights are the same dequantized Q4_1 values, but llama.cpp quantizes activations to
+8 bits for its Q4_1 matmuls and keeps K/V in float16; transformers runs float32. Measured
+on gsm8k user-turn prompts: mean 0.07, max 0.25 per token.
+"""
+
+
+# pure pieces ---------------------------------------------------------------------------
+
+
+def _merging_tokenizer(text: str) -> list[int]:
+    """Characters as their code points, except that "ab" is one token (100)."""
+    out, i = [], 0
+    while i < len(text):
+        if text.startswith("ab", i):
+            out, i = [*out, 100], i + 2
+        else:
+            out, i = [*out, ord(text[i])], i + 1
+    return out
+
+
+def test_continuation_ids_joint_or_separate_at_a_merge() -> None:
+    tok = _merging_tokenizer
+    ids = tok("xy")
+    assert continuation_ids(tok, tok, "xy", ids, "ab!") == [100, ord("!")]  # joint tail
+    merged = tok("xa")  # "xa" + "b!" tokenizes as x, ab, ! : no longer starts with x, a
+    assert continuation_ids(tok, tok, "xa", merged, "b!") == [ord("b"), ord("!")]
+    assert continuation_ids(tok, tok, "xy", ids, "") == []
+
+
+def test_target_logprobs_is_a_full_softmax() -> None:
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(3, 50)).astype(np.float32) * 5
+    targets = [4, 0, 49]
+    x = logits.astype(np.float64)
+    expected = [
+        x[i, t] - x[i].max() - np.log(np.exp(x[i] - x[i].max()).sum())
+        for i, t in enumerate(targets)
+    ]
+    assert np.allclose(target_logprobs(logits, targets), expected, atol=1e-12)
+
+
+# llama.cpp -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def lc() -> Iterator[LlamaCppBackend]:
+    be = load_backend("smollm2-135m?n_ctx=1024")
+    assert isinstance(be, LlamaCppBackend)
+    yield be
+    be.close()
+
+
+def _prompt(be: Any, ctx: list[dict[str, str]] = CTX) -> str:
+    return user_turn_prompt(be.template(DATE), ctx).prompt
+
+
+def test_llamacpp_matches_sum_from_its_own_logits(lc: LlamaCppBackend, smollm2_path: Path) -> None:
+    """A fresh llama.cpp with logits for every position, softmaxed here with numpy."""
+    import llama_cpp
+
+    prompt = _prompt(lc)
+    (res,) = lc.loglikelihood([ScoreRequest(prompt, CANDIDATES)])
+    ref = llama_cpp.Llama(
+        model_path=str(smollm2_path), n_ctx=1024, logits_all=True, n_threads=2, verbose=False
+    )
+    try:
+        p_ids = lc.tokenize(prompt)
+        for cand, got in zip(CANDIDATES, res.scores, strict=True):
+            c_ids = lc.tokenize(prompt + cand)[len(p_ids) :]
+            assert c_ids[-1] == lc.tokenize("<|im_end|>")[0]  # the end marker is one token
+            ref.reset()
+            ref.eval(p_ids + c_ids)
+            rows = np.asarray(ref.scores[len(p_ids) - 1 : len(p_ids) + len(c_ids) - 1], float)
+            top = rows.max(axis=1, keepdims=True)
+            logz = top[:, 0] + np.log(np.exp(rows - top).sum(axis=1))
+            expected = rows[np.arange(len(c_ids)), c_ids] - logz
+            assert got.n_tokens == len(c_ids)
+            assert np.allclose(got.token_logprobs, expected, atol=2e-3)
+            assert got.logprob == pytest.approx(float(expected.sum()), abs=1e-2)
+    finally:
+        ref.close()
+
+
+def test_llamacpp_score_equals_greedy_decoding_logprobs(lc: LlamaCppBackend) -> None:
+    """Greedy-decode 10 tokens recording each token's log-probability, then score the text
+    as the continuation: the tokens coincide, and so do their log-probabilities."""
+    prompt = _prompt(lc)
+    ids = lc.tokenize(prompt)
+    lb.eval_prompt(lc.llm, ids)
+    (sample,) = lb.decode_group(
+        lc.llm, ids, SamplingParams(temperature=0.0, max_tokens=10), (0,), logprobs=True
+    )
+    assert sample.tokens and len(sample.logprobs) == len(sample.tokens)
+    (res,) = lc.loglikelihood([ScoreRequest(prompt, (sample.text,))])
+    (got,) = res.scores
+    assert lc.tokenize(prompt + sample.text)[len(ids) :] == sample.tokens  # they coincide
+    # Decoding computes one token per pass, scoring all of them in one pass; llama.cpp's
+    # logits differ slightly between the two (measured: at most 0.003 nats per token).
+    assert got.token_logprobs[0] == sample.logprobs[0]  # both from the prompt's pass
+    assert np.allclose(got.token_logprobs, sample.logprobs, atol=0.02)
+    assert got.logprob == pytest.approx(sum(sample.logprobs), abs=0.05)
+
+
+def test_llamacpp_reuses_the_prompt_and_accounts(lc: LlamaCppBackend) -> None:
+    prompt = _prompt(lc, [*CTX, {"role": "user", "content": "Why?"}, CTX[1]])
+    n = len(lc.tokenize(prompt))
+    req = ScoreRequest(prompt, ("Thanks!<|im_end|>", "", "Ok<|im_end|>"))
+    (first,) = lc.loglikelihood([req])
+    (again,) = lc.loglikelihood([req])
+    assert first.scores == again.scores
+    assert (again.prompt_tokens, again.prompt_tokens_reused) == (3 * n, (n - 1) + 2 * n)
+    assert (first.scores[1].logprob, first.scores[1].n_tokens) == (0.0, 0)
+    assert all(s.logprob < 0 for s in (first.scores[0], first.scores[2]))
+
+
+def test_llamacpp_scoring_leaves_generation_unchanged(lc: LlamaCppBackend) -> None:
+    from userturn.types import GenRequest
+
+    prompt = _prompt(lc)
+    req = GenRequest(prompt, "user", SamplingParams(temperature=1.0, max_tokens=8), seeds=(9,))
+    before = lc.generate([req])[0].completions
+    lc.loglikelihood([ScoreRequest(prompt, CANDIDATES)])
+    assert lc.generate([req])[0].completions == before
+
+
+def test_llamacpp_context_overflow_is_a_user_error() -> None:
+    small = load_backend("smollm2-135m?n_ctx=64")
+    with pytest.raises(UserError, match="n_ctx"):
+        small.loglikelihood([ScoreRequest(_prompt(small), ("word " * 80 + "<|im_end|>",))])
+
+
+# transformers --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hf() -> Iterator[Any]:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    be = load_backend("hf:smollm2-135m?threads=1&batch=4")
+    yield be
+    be.close()
+
+
+def test_hf_matches_sum_from_its_own_logits(hf: Any) -> None:
+    """One unpadded forward per candidate, softmaxed here with numpy, against batched rows."""
+    import torch
+
+    prompt = _prompt(hf)
+    (res,) = hf.loglikelihood([ScoreRequest(prompt, CANDIDATES)])
+    p_ids = hf.tokenize(prompt)
+    for cand, got in zip(CANDIDATES, res.scores, strict=True):
+        c_ids = hf.tokenize(prompt + cand)[len(p_ids) :]
+        with torch.inference_mode():
+            logits = hf.model(torch.tensor([p_ids + c_ids])).logits[0].double().numpy()
+        rows = logits[len(p_ids) - 1 : -1]
+        top = rows.max(axis=1, keepdims=True)
+        logz = top[:, 0] + np.log(np.exp(rows - top).sum(axis=1))
+        expected = rows[np.arange(len(c_ids)), c_ids] - logz
+        assert got.n_tokens == len(c_ids)
+        assert np.allclose(got.token_logprobs, expected, atol=1e-3)
+
+
+def test_hf_score_equals_greedy_decoding_logprobs(hf: Any) -> None:
+    import torch
+
+    prompt = _prompt(hf)
+    ids = hf.tokenize(prompt)
+    with torch.inference_mode():
+        out = hf.model.generate(
+            input_ids=torch.tensor([ids]),
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            max_new_tokens=10,
+            do_sample=False,
+            output_logits=True,
+            return_dict_in_generate=True,
+        )
+    new = out.sequences[0, len(ids) :].tolist()
+    eos = hf.eos_ids()
+    new = new[: next((i for i, t in enumerate(new) if t in eos), len(new))]
+    assert new
+    steps = [float(target_logprobs(out.logits[i][0].numpy(), [t])[0]) for i, t in enumerate(new)]
+    text = hf.tokenizer.decode(new, skip_special_tokens=False)
+    (res,) = hf.loglikelihood([ScoreRequest(prompt, (text,))])
+    assert hf.tokenize(prompt + text)[len(ids) :] == new  # they coincide
+    assert np.allclose(res.scores[0].token_logprobs, steps, atol=1e-3)
+
+
+def test_llamacpp_and_hf_agree(lc: LlamaCppBackend, hf: Any) -> None:
+    """Same candidates after real gsm8k user-turn prompts: per-token log-probabilities agree
+    to ``LLAMACPP_VS_HF_MEAN`` nats on average, and the candidates rank the same."""
+    reqs = []
+    for item in load_dataset("gsm8k").load()[:2]:
+        ctx = [*item.messages, {"role": "assistant", "content": "Let me see. The answer is 18."}]
+        reqs.append(ScoreRequest(_prompt(lc, ctx), CANDIDATES))
+    a, b = lc.loglikelihood(reqs), hf.loglikelihood(reqs)
+    diffs = []
+    for x, y in zip(a, b, strict=True):
+        assert [s.n_tokens for s in x.scores] == [s.n_tokens for s in y.scores]
+        for s, t in zip(x.scores, y.scores, strict=True):
+            diffs += list(np.abs(np.subtract(s.token_logprobs, t.token_logprobs)))
+        assert (
+            np.argsort([s.logprob for s in x.scores]).tolist()
+            == np.argsort([s.logprob for s in y.scores]).tolist()
+        )
+    assert float(np.mean(diffs)) < LLAMACPP_VS_HF_MEAN
+    assert float(np.max(diffs)) < 4 * LLAMACPP_VS_HF_MEAN

@@ -1,0 +1,155 @@
+"""Tests for judge cards (``userturn.judges.card``) and the shipped cards.
+
+Run: ``.venv/bin/python -m pytest tests/judges/test_card.py -q``. The counting tests use a
+scripted judge (pure logic); the shipped-card tests read ``judges/cards/*.json`` and check
+that every figure can be recomputed from the card's own counts.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from statsmodels.stats.proportion import proportion_confint
+
+from userturn.errors import UserError
+from userturn.judges.base import Judge
+from userturn.judges.card import build_card, card_filename, load_card, write_card
+from userturn.judges.offline import OfflineJudge
+from userturn.judges.rules import RulesJudge
+from userturn.spec import Spec
+from userturn.types import LABELS, JudgeInput, Judgment, Label
+
+KEYS = {
+    "card_id", "judge", "version", "method", "references", "sigma", "sensitivity",
+    "specificity", "labels", "label_confusion", "control_set", "created",
+}  # fmt: skip
+CONTROL = Path(__file__).parent / "fixtures" / "control_set.jsonl"
+
+
+class Scripted(Judge):
+    """Returns a fixed label per turn text; ``None`` means a failed judgment."""
+
+    version = "s-1"
+
+    def __init__(self, script: dict[str, Label | None]) -> None:
+        super().__init__(Spec(kind="scripted", target="", raw="scripted"))
+        self.script = script
+
+    def judge(self, inputs: list[JudgeInput]) -> list[Judgment]:
+        out = []
+        for item in inputs:
+            label = self.script[item.user_turn]
+            if label is None:
+                out.append(Judgment(self.id, None, None, "error: boom", "error"))
+            else:
+                out.append(Judgment(self.id, label == "plausible_followup", label, "scripted"))
+        return out
+
+
+def _ref(tmp_path: Path, rows: list[tuple[str, str]]) -> Path:
+    path = tmp_path / "ref.jsonl"
+    lines = [
+        {"id": f"r{i}", "messages": [{"role": "user", "content": "q"}], "user_turn": turn,
+         "genuine_followup": label == "plausible_followup", "label": label}
+        for i, (turn, label) in enumerate(rows)
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    return path
+
+
+@pytest.fixture
+def card(tmp_path: Path) -> dict[str, Any]:
+    rows = [
+        ("a", "plausible_followup"),  # tp
+        ("b", "plausible_followup"),  # fn (called new_task_prompt)
+        ("c", "new_task_prompt"),  # fp
+        ("d", "previous_turn_restate"),  # tn, label right
+        ("e", "other"),  # tn, label wrong
+        ("f", "other"),  # judge failed: excluded
+    ]
+    script: dict[str, Label | None] = {
+        "a": "plausible_followup", "b": "new_task_prompt", "c": "plausible_followup",
+        "d": "previous_turn_restate", "e": "malformed_artifact", "f": None,
+    }  # fmt: skip
+    return build_card(Scripted(script), [_ref(tmp_path, rows)], method="scripted test")
+
+
+def test_counts_and_schema(card: dict[str, Any]) -> None:
+    assert set(card) >= KEYS
+    assert card["card_id"] == "scripted@s-1"
+    assert card["sigma"] == {"tp": 1, "fn": 1, "fp": 1, "tn": 2}
+    assert card["excluded"] == 1
+    assert card["labels"] == list(LABELS)
+    m = card["label_confusion"]
+    assert m[LABELS.index("plausible_followup")][LABELS.index("new_task_prompt")] == 1
+    assert m[LABELS.index("other")][LABELS.index("malformed_artifact")] == 1
+    assert sum(map(sum, m)) == 5
+    assert card["references"][0]["n"] == 6 and len(card["references"][0]["sha256"]) == 64
+    assert card["control_set"] is None
+
+
+def _recomputed(count: int, n: int) -> dict[str, float]:
+    low, high = proportion_confint(count, n, alpha=0.05, method="wilson")
+    return {"value": round(count / n, 4), "ci_low": round(low, 4), "ci_high": round(high, 4)}
+
+
+def test_intervals_follow_from_the_counts(card: dict[str, Any]) -> None:
+    s = card["sigma"]
+    assert card["sensitivity"] == _recomputed(s["tp"], s["tp"] + s["fn"])
+    assert card["specificity"] == _recomputed(s["tn"], s["tn"] + s["fp"])
+
+
+def test_write_then_read_back(card: dict[str, Any], tmp_path: Path) -> None:
+    path = write_card(card, tmp_path / "cards")
+    assert path.name == "scripted.json"
+    assert json.loads(path.read_text()) == card
+
+
+def test_card_file_names_are_safe() -> None:
+    assert card_filename("llm:openai:gpt-5.4-mini?x=1") == "llm_openai_gpt-5.4-mini_x_1.json"
+
+
+def test_bad_reference_file_is_a_user_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x"}\n')
+    with pytest.raises(UserError, match=r"bad\.jsonl:1"):
+        build_card(Scripted({}), [bad])
+
+
+def test_control_set_summary(tmp_path: Path) -> None:
+    rules = RulesJudge(Spec(kind="rules", target="", raw="rules"))
+    card = build_card(rules, [_ref(tmp_path, [("Thanks!", "degenerate_short")])], CONTROL)
+    control = card["control_set"]
+    assert control["n"] == len(CONTROL.read_text().splitlines())
+    assert 0.0 <= control["label_accuracy"] <= control["sigma_accuracy"] <= 1.0
+
+
+@pytest.mark.parametrize(
+    "judge",
+    [
+        OfflineJudge(Spec(kind="offline", target="", raw="offline")),
+        RulesJudge(Spec(kind="rules", target="", raw="rules")),
+    ],
+    ids=["offline", "rules"],
+)
+def test_shipped_cards_match_the_shipped_judges(judge: Judge) -> None:
+    card = load_card(judge.id, judge.version)
+    assert card is not None, f"no card for {judge.id}@{judge.version}: re-run offline_fit --cards"
+    assert set(card) >= KEYS
+    s = card["sigma"]
+    assert sum(s.values()) + card["excluded"] == sum(r["n"] for r in card["references"])
+    assert card["sensitivity"] == _recomputed(s["tp"], s["tp"] + s["fn"])
+    assert card["specificity"] == _recomputed(s["tn"], s["tn"] + s["fp"])
+    assert sum(map(sum, card["label_confusion"])) == sum(s.values())
+    assert card["control_set"]["n"] > 0
+
+
+def test_offline_card_is_out_of_fold() -> None:
+    judge = OfflineJudge(Spec(kind="offline", target="", raw="offline"))
+    card = load_card("offline", judge.version)
+    assert card is not None
+    assert "out-of-fold" in card["method"]
+    assert load_card("offline", "offline-0+stale") is None

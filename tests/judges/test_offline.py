@@ -1,0 +1,242 @@
+"""Tests for the learned offline judge (``userturn.judges.offline`` and its parts).
+
+Run: ``.venv/bin/python -m pytest tests/judges/test_offline.py -q`` (a few seconds; the
+full re-fit check is marked slow: ``-m slow``). Honest agreement figures (cross-validated,
+leave-one-model/dataset-out) come from ``bench/judge_offline.py``, not from here: these
+tests check the judge's contract, its gates, the shipped parameters and the numpy forest.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from sklearn.ensemble import RandomForestClassifier
+
+from shared_files import SHARED
+from userturn.errors import UserError
+from userturn.judges import offline_fit
+from userturn.judges.offline import OfflineJudge, Params, shipped_params
+from userturn.judges.offline_cues import challenges
+from userturn.judges.offline_features import NAMES, measure_turn
+from userturn.judges.offline_forest import Forest, forest_to_json
+from userturn.spec import Spec
+from userturn.types import LABELS, JudgeInput, Judgment
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CONTROL_SIGMA_FLOOR = 0.75
+"""The shipped judge gets 0.81 of the planted cases' σ right (bench/judge_offline.py,
+cards/offline.json); a drop below this floor means a feature or gate broke."""
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _inputs(rows: list[dict[str, Any]]) -> list[JudgeInput]:
+    return [JudgeInput(r["id"], tuple(r["messages"]), r["user_turn"]) for r in rows]
+
+
+CONTROL = _rows(FIXTURES / "control_set.jsonl")
+CHALLENGES = _rows(FIXTURES / "challenge_cases.jsonl")
+
+
+def _spec(raw: str = "offline", **options: str) -> Spec:
+    return Spec(kind="offline", target="", options=options, raw=raw)
+
+
+@pytest.fixture(scope="module")
+def judge() -> OfflineJudge:
+    return OfflineJudge(_spec())
+
+
+@pytest.fixture(scope="module")
+def control_verdicts(judge: OfflineJudge) -> list[Judgment]:
+    return judge.judge(_inputs(CONTROL))
+
+
+def _check_invariants(verdicts: list[Judgment], n: int) -> None:
+    assert len(verdicts) == n
+    for v in verdicts:
+        assert v.status == "ok", v.rationale
+        assert v.judge == "offline"
+        assert v.label in LABELS
+        assert v.genuine == (v.label == "plausible_followup")
+        assert v.rationale
+        assert v.probability is not None and 0.0 <= v.probability <= 1.0
+        assert isinstance(v.challenges_answer, bool)
+        assert v.version.startswith("offline-1+")
+
+
+def test_control_set_covers_every_label_and_context() -> None:
+    assert {r["label"] for r in CONTROL} == set(LABELS)
+    assert {r["context"] for r in CONTROL} >= {"math", "code", "health", "writing", "multi"}
+
+
+def test_invariants_on_control_set(control_verdicts: list[Judgment]) -> None:
+    _check_invariants(control_verdicts, len(CONTROL))
+
+
+def test_control_sigma_accuracy_floor(control_verdicts: list[Judgment]) -> None:
+    right = [
+        v.genuine == r["genuine_followup"] for v, r in zip(control_verdicts, CONTROL, strict=True)
+    ]
+    accuracy = sum(right) / len(CONTROL)
+    misses = [r["id"] for r, ok in zip(CONTROL, right, strict=True) if not ok]
+    assert accuracy >= CONTROL_SIGMA_FLOOR, f"σ accuracy {accuracy:.2f}; missed {misses}"
+
+
+KNOWN_MISS = pytest.mark.xfail(
+    strict=True,
+    reason="the shipped forest calls this short paraphrased re-ask genuine (P 0.40 > 0.29);"
+    " a containment gate fixed it but lowered judge_train CV κ (0.605 -> 0.586), so it"
+    " was not shipped",
+)
+ISSUE_CASES = [
+    pytest.param("ctl-math-previous_turn_restate-2", False, marks=KNOWN_MISS),  # James re-ask
+    ("ctl-math-new_task_prompt-1", False),  # the bat-and-ball puzzle
+    ("ctl-math-new_task_prompt-2", False),  # same-domain new word problem
+    ("ctl-math2-new_task_prompt-1", False),  # "What is the answer to this question: ..."
+    ("ctl-health2-plausible_followup-2", True),  # "Can you show that as a table?"
+    ("ctl-health2-plausible_followup-1", True),  # "Is that per week or per day?"
+]
+
+
+@pytest.mark.parametrize(("row_id", "genuine"), ISSUE_CASES)
+def test_cases_from_the_issue(judge: OfflineJudge, row_id: str, genuine: bool) -> None:
+    """The rules judge gets each of these wrong (issue H); the offline judge must not."""
+    [row] = [r for r in CONTROL if r["id"] == row_id]
+    [verdict] = judge.judge(_inputs([row]))
+    assert verdict.genuine is genuine, verdict.rationale
+
+
+@pytest.mark.parametrize(
+    ("turn", "label"),
+    [
+        ("", "degenerate_short"),
+        ("Thanks!", "degenerate_short"),
+        ("<|im_start|>user\n<|im_start|>", "malformed_artifact"),
+        ("<think>The user wants a total. I should multiply.</think>", "meta_planning"),
+    ],
+)
+def test_gates_settle_what_the_references_lack(judge: OfflineJudge, turn: str, label: str) -> None:
+    row = CONTROL[0]
+    [verdict] = judge.judge([JudgeInput("x", tuple(row["messages"]), turn)])
+    assert (verdict.genuine, verdict.label) == (False, label)
+
+
+def test_rationale_names_probability_and_evidence(control_verdicts: list[Judgment]) -> None:
+    learned = [v for v in control_verdicts if v.rationale.startswith("P(genuine)")]
+    assert learned, "every verdict came from a gate"
+    for v in learned:
+        p = f"P(genuine) {v.probability:.2f}"
+        assert v.rationale.startswith(p), v.rationale
+        assert ":" in v.rationale  # the evidence follows the colon
+
+
+def test_batch_equals_one_at_a_time(judge: OfflineJudge) -> None:
+    """All trees descend together for a batch; a batch must not change any verdict."""
+    items = _inputs(CONTROL[:12])
+    batch = judge.judge(items)
+    alone = [judge.judge([item])[0] for item in items]
+    assert batch == alone
+
+
+def test_odd_context_does_not_raise(judge: OfflineJudge) -> None:
+    odd = [
+        JudgeInput("a", (), "Can you explain that again?"),
+        JudgeInput("b", ({"role": "user", "content": None},), "What about dogs?"),
+    ]
+    _check_invariants(judge.judge(odd), 2)
+    assert judge.judge([]) == []
+
+
+@pytest.mark.parametrize("row", CHALLENGES, ids=[r["id"] for r in CHALLENGES])
+def test_challenge_cue(row: dict[str, Any]) -> None:
+    assert challenges(row["user_turn"]) is row["challenges_answer"], row["why"]
+
+
+def test_challenge_fixture_has_both_classes_and_domains() -> None:
+    assert len(CHALLENGES) >= 40
+    assert {r["challenges_answer"] for r in CHALLENGES} == {True, False}
+    assert len({r["id"].split("-")[1] for r in CHALLENGES}) >= 5
+
+
+def test_challenge_flag_reaches_the_judgment(judge: OfflineJudge) -> None:
+    row = CONTROL[0]
+    turns = ["Are you sure? I got $100.", "Why did you multiply 5 by 4 first?"]
+    verdicts = judge.judge([JudgeInput(str(i), tuple(row["messages"]), t) for i, t in
+                            enumerate(turns)])  # fmt: skip
+    assert [v.challenges_answer for v in verdicts] == [True, False]
+
+
+def test_version_follows_the_parameters() -> None:
+    default = OfflineJudge(_spec())
+    assert default.version.startswith("offline-1+")
+    stricter = OfflineJudge(_spec("offline?threshold=0.9", threshold="0.9"))
+    assert stricter.threshold == 0.9
+    assert stricter.version != default.version
+
+
+@pytest.mark.parametrize("options", [{"thresh": "0.5"}, {"threshold": "high"}, {"threshold": "2"}])
+def test_bad_options_fail_loudly(options: dict[str, str]) -> None:
+    with pytest.raises(UserError, match="thresh"):
+        OfflineJudge(_spec(**options))
+
+
+def test_parameters_are_data_for_these_features() -> None:
+    params = shipped_params()
+    assert params.raw["features"] == list(NAMES)
+    assert set(params.label_classes) <= set(LABELS) - {"plausible_followup"}
+    with pytest.raises(UserError, match="features"):
+        Params.from_json({**params.raw, "features": list(NAMES)[:-1]})
+
+
+def test_forest_matches_scikit_learn() -> None:
+    """The numpy descent of the exported trees reproduces predict_proba."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 6))
+    y = (x[:, 0] + x[:, 1] * x[:, 2] > 0).astype(int) + (x[:, 3] > 1)
+    forest = RandomForestClassifier(n_estimators=7, min_samples_leaf=2, random_state=0)
+    forest.fit(x, y)
+    exported = Forest.from_json(json.loads(json.dumps(forest_to_json(forest.estimators_, 3))))
+    probe = rng.normal(size=(50, 6))
+    assert np.allclose(exported.predict(probe), forest.predict_proba(probe), atol=1e-5)
+    for column in range(3):
+        pred, contrib = exported.explain(probe, column)
+        bias = exported.value[exported.roots, column].mean()
+        assert np.allclose(bias + contrib.sum(axis=1), pred)
+        assert np.allclose(pred, forest.predict_proba(probe)[:, column], atol=1e-5)
+
+
+def test_fit_is_deterministic(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same rows, same parameters, byte for byte (small forests to keep this quick)."""
+    monkeypatch.setattr(offline_fit, "N_TREES", 5)
+    rows = CONTROL + CONTROL
+    x = np.array([measure_turn(r["messages"], r["user_turn"]).vector() for r in rows])
+    genuine = np.array([r["genuine_followup"] for r in rows])
+    labels = np.array([r["label"] for r in rows])
+    first = offline_fit.dumps(offline_fit.fit_arrays(x, genuine, labels))
+    assert first == offline_fit.dumps(offline_fit.fit_arrays(x, genuine, labels))
+    judge = OfflineJudge(_spec(), params=Params.from_json(json.loads(first)))
+    _check_invariants(judge.judge(_inputs(CONTROL[:5])), 5)
+
+
+def test_reference_rows_are_validated(tmp_path: Path) -> None:
+    bad = tmp_path / "ref.jsonl"
+    bad.write_text(json.dumps({"id": "a", "messages": [], "user_turn": "x"}) + "\n")
+    with pytest.raises(UserError, match="genuine_followup"):
+        offline_fit.read_rows(bad)
+
+
+@pytest.mark.slow
+def test_shipped_parameters_are_the_refit() -> None:
+    """``python -m userturn.judges.offline_fit`` reproduces the shipped file exactly."""
+    paths = [SHARED / name for name in offline_fit.REFERENCE_FILES]
+    if not all(p.exists() for p in paths):
+        pytest.skip(f"reference files not found under {SHARED}")
+    refit = offline_fit.dumps(offline_fit.fit_params(offline_fit.load_reference(paths)))
+    assert refit == offline_fit.default_output().read_text()
