@@ -36,6 +36,7 @@ COMMAND_MODULES = (
     "userturn.cli.report_cmd",
     "userturn.cli.annotate_cmd",
     "userturn.cli.train_cmd",
+    "userturn.cli.repair_cmd",
 )
 
 

@@ -154,7 +154,7 @@ def numbers(text: str) -> frozenset[str]:
 
 def bag(text: str) -> frozenset[str]:
     """Content units plus numbers: what a sentence is about, figures included."""
-    return frozenset(content_units(text)) | numbers(text)
+    return content_units(text) | numbers(text)
 
 
 def dice(a: AbstractSet[str], b: AbstractSet[str]) -> float:
@@ -194,7 +194,7 @@ def measure_turn(messages: Sequence[Message], turn: str) -> Measured:
     rules = measure(messages, turn)
     ctx, ex = context_view(messages), extras(messages)
     units = content_units(turn)
-    turn_bag = frozenset(units) | numbers(turn)
+    turn_bag = units | numbers(turn)
     head = " ".join(turn.split()[:40])
     values = {
         "words": float(rules.n_words),

@@ -94,8 +94,11 @@ def words(text: str) -> list[str]:
     return re.findall(rf"[{_CJK}]|{_LATINISH_WORD.pattern}(?:['’]\w+)?", spaced)
 
 
-def content_units(text: str) -> set[str]:
-    """Stemmed content words plus CJK character bigrams (see the module docstring)."""
+@lru_cache(maxsize=8192)
+def content_units(text: str) -> frozenset[str]:
+    """Stemmed content words plus CJK character bigrams (see the module docstring).
+
+    Cached: the rules and offline features both ask for the same turn's units."""
     units = {
         w[:_STEM]
         for w in _LATINISH_WORD.findall(text.lower())
@@ -103,7 +106,7 @@ def content_units(text: str) -> set[str]:
     }
     for run in _CJK_RUN.findall(text):
         units.update(run[i : i + 2] for i in range(max(1, len(run) - 1)))
-    return units
+    return frozenset(units)
 
 
 def containment(units: AbstractSet[str], reference: AbstractSet[str]) -> float:
@@ -218,9 +221,9 @@ def _view(key: tuple[tuple[str, str], ...]) -> ContextView:
         question=question,
         answer=answer,
         text=text,
-        q_units=frozenset(content_units(question)),
-        a_units=frozenset(content_units(answer)),
-        units=frozenset(content_units(text)),
+        q_units=content_units(question),
+        a_units=content_units(answer),
+        units=content_units(text),
         q_grams=char_grams(question),
         a_grams=char_grams(answer),
         leaks=tuple(frozenset(m.group(0).strip() for m in p.finditer(text)) for p in _LEAKS),
@@ -267,6 +270,12 @@ _LEAKS = (
     # UTF-8 read as Latin-1
     re.compile(r"Ã[\u0080-\u00bf]|â€|Â[\u00a0-\u00bf]|\ufffd"),
 )
+_LEAK_NEEDLES = (
+    ("user", "assistant", "model", "system"),
+    ("user", "model", "assistant"),
+    ("ã", "â€", "â", "\ufffd"),
+)
+"""Per ``_LEAKS`` pattern, literals (lower-cased) that any match must contain."""
 _REAL_WORDS = _wordset(
     "remodel premodel submodel supermodel superuser poweruser multiuser enduser nonuser"
 )
@@ -370,7 +379,10 @@ def _find_artifact(turn: str, seen: tuple[frozenset[str], ...]) -> str | None:
     hit = _TEMPLATE_TOKEN.search(turn)
     if hit:
         return hit.group(0)
-    for pattern, known in zip(_LEAKS, seen, strict=True):
+    lowered = turn.lower()
+    for pattern, known, needles in zip(_LEAKS, seen, _LEAK_NEEDLES, strict=True):
+        if not any(n in lowered for n in needles):
+            continue  # the pattern needs one of these literals: skip the costly scan
         for leak in pattern.finditer(turn):
             token = leak.group(0).strip()
             if token not in known and token.lower().strip("*_\"'(") not in _REAL_WORDS:

@@ -29,7 +29,7 @@ from userturn.run.executors import Job, make_executor
 from userturn.run.judge_stage import JudgeTally, judge_rows
 from userturn.run.outputs import manifest, write_json, write_manifest, write_outputs
 from userturn.run.records import AnswerRecord, CellSummary, UserTurnRecord, content_key
-from userturn.run.store import STORE_NAME, Store
+from userturn.run.store import STORE_NAME, Store, open_run
 from userturn.run.worker import AnswerEvent, UserEvent, samples_at
 
 log = logging.getLogger(__name__)
@@ -179,7 +179,8 @@ def run_directory(out: Path) -> Iterator[Store]:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create the run directory: {exc.strerror}", file=str(out)) from exc
-    store = Store(out / STORE_NAME)
+    existing = (out / STORE_NAME).exists() or (out / "records.jsonl").exists()
+    store = open_run(out) if existing else Store(out / STORE_NAME)
     try:
         yield store
     except BaseException:

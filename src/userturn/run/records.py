@@ -176,6 +176,8 @@ def record_line(
         "seed": turn.seed,
         "perturbation": turn.perturbation,
         "messages": list(turn.messages),
+        "answer_key": turn.answer_key,
+        "answer_model": None if answer is None else answer.model,
         "answer": None if answer is None else answer.text,
         "answer_reasoning": None if answer is None else answer.reasoning,
         "correct": None if answer is None else answer.correct,
@@ -189,7 +191,8 @@ def record_line(
         "prompt_sha": turn.prompt_sha,
         "template_sha": turn.template_sha,
         "reference_turn": turn.reference_turn,
-        "judgments": [j.to_json() for j in judgments],
+        "answer_gold": None if answer is None else answer.reference,
+        "judgments": [{**j.to_json(), "version": j.version} for j in judgments],
     }
 
 

@@ -171,6 +171,10 @@ class Store:
     def close(self) -> None:
         self.conn.close()
 
+    def checkpoint(self) -> None:
+        """Fold the write-ahead log into the database file (before it is moved)."""
+        self._write("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def __enter__(self) -> Store:
         return self
 
@@ -351,4 +355,9 @@ def open_run(run_dir: Path) -> Store:
             else ""
         )
         raise UserError(f"not a run directory (no {STORE_NAME}){hint}", file=str(run_dir))
-    return Store(path)
+    store = Store(path)
+    records = run_dir / "records.jsonl"
+    if store.count_user_turns() == 0 and records.is_file() and records.stat().st_size > 0:
+        store.close()
+        raise corrupt(path, "it holds no user turns but records.jsonl does")
+    return store
