@@ -8,10 +8,12 @@ from pathlib import Path
 
 import typer
 
+from userturn.analysis.cards import CARDS_DIR
 from userturn.cli.io import atomic_lines, check_output
 from userturn.datasets.base import check_messages, read_jsonl, require
 from userturn.errors import UserError
 from userturn.judges import Judge, load_judge
+from userturn.judges.card import build_card, load_card, write_card
 from userturn.run.judge_stage import FAILED_SHARE, JudgeTally, judge_rows
 from userturn.run.outputs import write_outputs
 from userturn.run.store import open_run
@@ -111,6 +113,44 @@ def _exit_for(judge_id: str, failed: int, n: int) -> int:
             err=True,
         )
         return 1
+    return 0
+
+
+@judge_app.command("card")
+def card(
+    judge_spec: str = typer.Option(..., "--judge", help="Judge spec, e.g. offline."),
+    refs: list[Path] = typer.Option(
+        None, "--ref", help="Reference-label file (repeatable), judge_dev.jsonl format."
+    ),
+    control: Path = typer.Option(None, "--control", help="A control set to score as well."),
+    out: Path = typer.Option(Path(CARDS_DIR), "--out", help="Folder to write the card to."),
+    run_dir: Path = typer.Option(
+        None, "--run", help="Write the card into this run (its cells get corrected rates)."
+    ),
+    judge_base_url: str = typer.Option(None, "--judge-base-url", metavar="URL"),
+) -> int:
+    """Write and print a judge's card: sensitivity and specificity with CIs, the label
+    confusion and the counts behind them. Built-in judges have one shipped; other judges
+    (or --ref files) get one computed now."""
+    judge_obj = load_judge(judge_spec, base_url=judge_base_url)
+    try:
+        data = load_card(judge_obj.id, judge_obj.version) if not refs else None
+        if data is None:
+            if not refs:
+                raise UserError(
+                    f"judge {judge_obj.id} has no shipped card: give reference labels with "
+                    "--ref FILE",
+                    field="ref",
+                )
+            data = build_card(judge_obj, refs, control)
+    finally:
+        judge_obj.close()
+    folder = run_dir / CARDS_DIR if run_dir is not None else out
+    if run_dir is not None and not run_dir.is_dir():
+        raise UserError("run directory not found", file=str(run_dir))
+    path = write_card(data, folder)
+    typer.echo(json.dumps(data, indent=1, ensure_ascii=False))
+    typer.echo(f"wrote {path}", err=True)
     return 0
 
 
