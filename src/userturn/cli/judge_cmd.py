@@ -90,10 +90,14 @@ def _judge_run(run_dir: Path, judge_obj: Judge, retry_failed: bool) -> int:
         turns = list(store.user_turns())
         tally = judge_rows(store, [judge_obj], turns, retry_failed=retry_failed)
         write_outputs(run_dir, store)
+        states = store.judgment_states(judge_obj.id).values()
+        left = sum(v == judge_obj.version and s != "ok" for v, s in states)
     typer.echo(
         f"judged {tally.written} user turns ({tally.calls} model calls); "
         f"summary.json and records.jsonl updated in {run_dir}"
     )
+    if left and not tally.failing():
+        typer.echo(f"{left} verdicts of {judge_obj.id} are not ok; --retry-failed re-judges them")
     return _tally_exit(tally)
 
 

@@ -10,6 +10,7 @@ call: a finished run re-runs with zero calls, and a killed one resumes where it 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -31,9 +32,12 @@ from userturn.chat import (
 )
 from userturn.config import RunConfig
 from userturn.datasets import Dataset
+from userturn.errors import UserError
 from userturn.perturb import Perturbation, load_perturbation
 from userturn.run.records import AnswerRecord, UserTurnRecord, content_key, derive_seed
 from userturn.types import GenRequest, Item, Message, SamplingParams
+
+log = logging.getLogger(__name__)
 
 
 def samples_at(temperature: float, k: int) -> int:
@@ -58,6 +62,22 @@ class UserEvent:
 Event = AnswerEvent | UserEvent
 
 
+def check_capabilities(backend: Backend, cfg: RunConfig) -> None:
+    """Fail at startup for a backend that can't do what the run asks, and never swap roles:
+    the user turn must be a raw continuation of the rendered prompt."""
+    caps = backend.capabilities
+    if not caps.raw_completion:
+        raise UserError(
+            f"{backend.model_id} cannot write a user turn: it offers no raw completion of a "
+            "rendered prompt (a chat endpoint only writes assistant turns)",
+            field="model",
+        )
+    if cfg.samples > 1 and any(t > 0 for t in cfg.temperatures) and not caps.seeds:
+        log.warning(
+            "%s does not honour seeds: its k samples are not reproducible", backend.model_id
+        )
+
+
 def _no_final(dataset: Dataset) -> dict[str, Any] | None:
     """The score of an answer cut inside its reasoning: incorrect, since it never gave a
     final answer (an empty text could otherwise pass checks such as "use no commas")."""
@@ -70,6 +90,7 @@ class ItemWorker:
     """Generation stages for one model over chunks of items (in-process or on Ray)."""
 
     def __init__(self, backend: Backend, cfg: RunConfig, date: dt.date, config_id: str) -> None:
+        check_capabilities(backend, cfg)
         self.backend = backend
         self.cfg = cfg
         self.config_id = config_id
