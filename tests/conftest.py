@@ -19,6 +19,13 @@ import pytest
 from shared_files import SHARED
 
 
+@pytest.fixture(autouse=True)
+def _cwd_outside_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test runs in its own temporary folder, so a command that writes to a
+    relative default (``runs/...``) never writes into the checkout."""
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     if not SHARED.is_dir():

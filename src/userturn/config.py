@@ -166,17 +166,48 @@ def load_config(path: str | Path, overrides: dict[str, Any]) -> RunConfig:
         raise UserError("expected a mapping at the top level", file=str(p), line=1)
     if "config" in data and isinstance(data["config"], dict):
         data = data["config"]
-    return build_config({**data, **overrides}, file=str(p), text=text)
+    return build_config({**data, **overrides}, file=str(p), text=text, flags=set(overrides))
 
 
-def build_config(data: dict[str, Any], *, file: str = "<cli>", text: str = "") -> RunConfig:
+FLAG_NAMES = {
+    "models": "--model",
+    "datasets": "--dataset",
+    "perturbations": "--perturb",
+    "judges": "--judge",
+}
+"""RunConfig fields whose flag is not ``--`` + the field name with dashes."""
+
+
+def flag_name(field: str) -> str:
+    """The command-line flag that sets a RunConfig field (``max_user_tokens`` ->
+    ``--max-user-tokens``), so an error names what the user typed."""
+    return FLAG_NAMES.get(field, "--" + field.replace("_", "-"))
+
+
+def build_config(
+    data: dict[str, Any],
+    *,
+    file: str | None = None,
+    text: str = "",
+    flags: set[str] | None = None,
+) -> RunConfig:
+    """A validated RunConfig, or one line naming the culprit: the YAML key and line for a
+    value from ``file``, the flag for a value from the command line (the keys in
+    ``flags``; every key when there is no file)."""
     try:
         return RunConfig(**data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        field = ".".join(str(x) for x in err["loc"]) or "config"
-        top = str(err["loc"][0]) if err["loc"] else ""
+        loc = [str(x) for x in err["loc"]]
+        top = loc[0] if loc else ""
         msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        msg = msg.removeprefix("Value error, ")
+        if file is None or top in (flags or set()):
+            field = flag_name(top) + "".join(f"[{x}]" for x in loc[1:]) if top else "config"
+            raise UserError(msg, field=field) from exc
         raise UserError(
-            msg, file=file, line=_yaml_line(text, top) if text else None, field=field
+            msg,
+            file=file,
+            line=_yaml_line(text, top) if text else None,
+            field=".".join(loc) or "config",
         ) from exc

@@ -1,4 +1,4 @@
-"""Cascade judge: rules settle the clear degenerate cases, the LLM judge the rest.
+"""Cascade judge: offline settles the clear degenerate cases, the LLM judge the rest.
 
 Run: ``.venv/bin/python -m pytest tests/judges/test_cascade.py -q`` (~5 s; the LLM side is
 tests/fault_server.py on 127.0.0.1, so every LLM call is counted).
@@ -36,13 +36,13 @@ def test_evidence_is_strict() -> None:
     assert (
         evidence(inp(0, "How many clips did she sell in June?"), "previous_turn_restate") is None
     )  # too short to be sure
-    assert evidence(inp(0, Q), "new_task_prompt") is None  # never settled by rules
+    assert evidence(inp(0, Q), "new_task_prompt") is None  # never settled without an LLM
 
 
 def test_cascade_settles_clear_cases_and_sends_the_rest() -> None:
     turns = [
-        "",  # empty: rules
-        Q,  # verbatim prompt: rules
+        "",  # empty: offline
+        Q,  # verbatim prompt: offline
         "[[label:plausible_followup]] Why did you divide 48 by 2 for May?",  # LLM
         "[[label:new_task_prompt]] Write a poem about the sea.",  # LLM
     ]
@@ -55,7 +55,7 @@ def test_cascade_settles_clear_cases_and_sends_the_rest() -> None:
     assert [j.status for j in out] == ["ok"] * 4
     assert [j.genuine for j in out] == [False, False, True, False]
     assert out[0].label == "degenerate_short" and out[1].label == "previous_turn_restate"
-    assert [j.usage["settled_by"] for j in out] == ["rules", "rules", "llm", "llm"]
-    assert out[0].rationale.startswith("rules (empty output)")
+    assert [j.usage["settled_by"] for j in out] == ["offline", "offline", "llm", "llm"]
+    assert out[0].rationale.startswith("offline (empty output)")
     assert judge.calls_saved() == 2 and asked == 2
     assert out[2].label == "plausible_followup" and out[3].label == "new_task_prompt"

@@ -2,44 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-from rich.table import Table
 
 from userturn.analysis.cells import top_labels
-from userturn.cli import options
+from userturn.analysis.tables import Table
+from userturn.cli import options, output
+from userturn.cli.progress import progress_for
 from userturn.config import RunConfig, build_config, load_config
 from userturn.run import driver
 from userturn.run.judge_stage import JudgeTally
 from userturn.run.records import CellSummary
-
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
-
-
-class RichProgress:
-    """One bar per stage (answers, user turns, judging) with ETA."""
-
-    def __init__(self, progress: Progress) -> None:
-        self.progress = progress
-        self.tasks: dict[str, Any] = {}
-
-    def stage(self, name: str, total: int) -> None:
-        self.tasks[name] = self.progress.add_task(name, total=total)
-
-    def advance(self, name: str, n: int = 1) -> None:
-        self.progress.advance(self.tasks[name], n)
 
 
 def build_run_config(config: Path | None, flags: dict[str, Any]) -> RunConfig:

@@ -1,11 +1,11 @@
-"""Cascade judge: the rules judge settles the clear degenerate cases, the LLM judge the rest.
+"""Cascade judge: the offline judge settles the clear degenerate cases, the LLM judge the rest.
 
 Spec: ``cascade:<llm judge spec>``, e.g. ``cascade:openai:gpt-5.4-mini`` or
 ``cascade:llm:llamacpp:judge.gguf``. Why: most degenerate turns of small models are
 mechanical (empty output, template tokens, a verbatim copy of the prompt or the answer),
-and paying an LLM to say so is waste. But the rules judge's thresholds are tuned for
-overall κ, not for certainty, so its verdict only settles a turn when an independent,
-stricter check finds the evidence for that same label:
+and paying an LLM to say so is waste. But the offline judge is tuned for overall κ, not
+for certainty, so its verdict only settles a turn when an independent, stricter check
+finds the evidence for that same label:
 
 - ``degenerate_short``: no word at all, or at most two words and no question;
 - ``malformed_artifact``: a chat-template or role token the context doesn't contain
@@ -13,7 +13,7 @@ stricter check finds the evidence for that same label:
 - ``previous_turn_restate`` / ``assistant_turn_restate``: at least 8 words, and at least
   90% of the turn's word 4-grams occur in the user prompt / the assistant answer.
 
-Everything else, including every turn the rules judge calls genuine, goes to the LLM
+Everything else, including every turn the offline judge calls genuine, goes to the LLM
 judge. ``calls_saved()`` counts the turns settled without an LLM call.
 """
 
@@ -95,11 +95,11 @@ class CascadeJudge(Judge):
         super().__init__(spec)
         target = spec.target.removeprefix("llm:")
         self._id = canonical_id("cascade", target)
-        self.rules = load_judge("rules")
+        self.offline = load_judge("offline")
         self.llm = LLMJudge(
             Spec("llm", target, raw=f"llm:{target}"), base_url=base_url, models=models, cache=cache
         )
-        self.version = f"{self.rules.version}+{self.llm.version}"
+        self.version = f"{self.offline.version}+{self.llm.version}"
         self._saved = 0
 
     @property
@@ -108,7 +108,7 @@ class CascadeJudge(Judge):
 
     def judge(self, inputs: list[JudgeInput]) -> list[Judgment]:
         out: list[Judgment | None] = []
-        for inp, verdict in zip(inputs, self.rules.judge(inputs), strict=True):
+        for inp, verdict in zip(inputs, self.offline.judge(inputs), strict=True):
             why = (
                 evidence(inp, verdict.label)
                 if verdict.status == "ok" and verdict.genuine is False
@@ -121,8 +121,8 @@ class CascadeJudge(Judge):
                     self.id,
                     False,
                     verdict.label,
-                    f"rules ({why}): {verdict.rationale}",
-                    usage={"calls": 0, "settled_by": "rules"},
+                    f"offline ({why}): {verdict.rationale}",
+                    usage={"calls": 0, "settled_by": "offline"},
                 )
             )
         todo = [i for i, j in enumerate(out) if j is None]
@@ -140,9 +140,9 @@ class CascadeJudge(Judge):
         self.llm.check_reachable()
 
     def estimate(self, n_turns: int) -> dict[str, float | int | None]:
-        """Upper bound: the LLM judges everything (the rules' share isn't known yet)."""
+        """Upper bound: the LLM judges everything (the settled share isn't known yet)."""
         return {**self.llm.estimate(n_turns), "upper_bound": 1}
 
     def close(self) -> None:
-        self.rules.close()
+        self.offline.close()
         self.llm.close()

@@ -8,6 +8,19 @@ so the judge and the report show exactly what the model saw.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+from userturn.types import Item
+
+
+@dataclass(frozen=True)
+class Perturbed:
+    """The assistant turn the model will see, and what was changed when that is more
+    than the text shows (``inject-error``: the original and the injected answer)."""
+
+    text: str
+    detail: dict[str, Any] | None = None
 
 
 class Perturbation(ABC):
@@ -22,6 +35,11 @@ class Perturbation(ABC):
     def id(self) -> str:
         """Canonical name, as stored in records and cells."""
 
-    @abstractmethod
+    def perturb(self, answer: str, item: Item, seed: int) -> Perturbed:
+        """What the worker calls: the item (its gold data) and a per-item seed are there
+        for perturbations that need them; text-only ones just implement ``apply``."""
+        return Perturbed(self.apply(answer))
+
     def apply(self, answer: str) -> str:
-        """The assistant turn the model will see."""
+        """The assistant turn the model will see (text-only perturbations)."""
+        raise NotImplementedError(f"{type(self).__name__} needs the item: call perturb()")

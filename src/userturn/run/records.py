@@ -105,6 +105,8 @@ class UserTurnRecord:
     """The context the model saw, ending with the (perturbed) assistant turn."""
     family: str = ""
     perturbation_version: str = ""
+    perturbation_detail: dict[str, Any] | None = None
+    """What the perturbation changed beyond the text (``inject-error``'s answers)."""
     probe: Probe = "generate"
     turn: int = 1
     """1 for the probe; 1..N in a rollout."""
@@ -175,6 +177,7 @@ def record_line(
         "sample": turn.sample,
         "seed": turn.seed,
         "perturbation": turn.perturbation,
+        "perturbation_detail": turn.perturbation_detail,
         "messages": list(turn.messages),
         "answer_key": turn.answer_key,
         "answer_model": None if answer is None else answer.model,

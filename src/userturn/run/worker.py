@@ -221,14 +221,20 @@ class ItemWorker:
         )
 
     # user turns -----------------------------------------------------------------------
-    def user_context(self, item: Item, answer: AnswerRecord, pert: Perturbation) -> list[Message]:
+    def user_context(
+        self, item: Item, answer: AnswerRecord, pert: Perturbation
+    ) -> tuple[list[Message], dict[str, Any] | None]:
+        """The context the user stage sees: the item's messages and the (perturbed)
+        answer, plus what the perturbation changed when the text alone doesn't say."""
         base = self.context_messages(item)
         if item.held_out:
             base = base[:-1]
         opened = self.markers.opens_reasoning and answer.finish != "given"
         msg = history_message(answer.text, self.cfg.history_reasoning, opened=opened)
-        msg["content"] = pert.apply(str(msg["content"]))
-        return [*base, msg]
+        seed = derive_seed(self.cfg.seed, item.id, pert.id)
+        done = pert.perturb(str(msg["content"]), item, seed)
+        msg["content"] = done.text
+        return [*base, msg], done.detail
 
     def user_params(self, temperature: float) -> SamplingParams:
         return SamplingParams(
@@ -243,7 +249,7 @@ class ItemWorker:
         plan: list[tuple[GenRequest, list[UserTurnRecord]]] = []
         for ev in answers:
             for pert in self.perturbations:
-                ctx = self.user_context(ev.item, ev.record, pert)
+                ctx, detail = self.user_context(ev.item, ev.record, pert)
                 up = user_turn_prompt(
                     self.template,
                     ctx,
@@ -252,7 +258,7 @@ class ItemWorker:
                     **self.kwargs,
                 )
                 for temp in self.cfg.temperatures:
-                    planned = self.plan_turns(ev, pert, ctx, up, temp)
+                    planned = self.plan_turns(ev, pert, ctx, up, temp, detail)
                     yield from (UserEvent(r, generated=False) for r in planned if r.key in done)
                     missing = [r for r in planned if r.key not in done]
                     if missing:
@@ -287,6 +293,7 @@ class ItemWorker:
         ctx: list[Message],
         up: UserPrompt,
         temp: float,
+        detail: dict[str, Any] | None = None,
     ) -> list[UserTurnRecord]:
         """The user-turn records this context needs at ``temp``: keys and seeds, no text."""
         params = self.user_params(temp)
@@ -318,6 +325,7 @@ class ItemWorker:
                     messages=tuple(ctx),
                     family=self.backend.family,
                     perturbation_version=pert.version,
+                    perturbation_detail=detail,
                     prompt_sha=up.prompt_sha,
                     template_sha=self.template.sha,
                     content_survived=up.content_survived,
