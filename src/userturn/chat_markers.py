@@ -235,6 +235,20 @@ def _system_joiner(first: str) -> str:
 
 
 def derive_markers(tpl: ChatTemplate, **kwargs: Any) -> TurnMarkers:
+    """Derive role headers and end markers from the template itself (see
+    :func:`_derive_markers`); a template whose output leaves out a message (an empty
+    file, or one that drops user turns) can't give a user-turn prompt: one line."""
+    try:
+        return _derive_markers(tpl, **kwargs)
+    except ValueError as exc:  # str.index: a sentinel message is missing from the output
+        raise UserError(
+            "the chat template leaves messages out of its output (a test conversation's "
+            "user or assistant turn is missing), so no user-turn prompt can be derived",
+            file=tpl.name,
+        ) from exc
+
+
+def _derive_markers(tpl: ChatTemplate, **kwargs: Any) -> TurnMarkers:
     """Derive role headers and end markers from the template itself.
 
     - assistant header: the generation prompt (``add_generation_prompt`` on vs off);

@@ -36,6 +36,9 @@ class RunConfig(BaseModel):
     perturbations: list[str] = Field(default_factory=lambda: ["none"], min_length=1)
     judges: list[str] = Field(default_factory=lambda: ["offline"])
     seed: int = 0
+    probe: Literal["generate", "likelihood"] = "generate"
+    """``generate`` samples user turns and judges them; ``likelihood`` scores the real next
+    turn against degenerate candidates under the model's own user header (no judge)."""
     max_answer_tokens: int = Field(default=512, ge=1)
     max_user_tokens: int = Field(default=256, ge=1)
     answer_temperature: float = Field(default=0.0, ge=0.0)
@@ -72,11 +75,12 @@ class RunConfig(BaseModel):
             raise ValueError("temperatures must be >= 0")
         return sorted(dict.fromkeys(float(t) for t in v))
 
-    @field_validator("answer_temperature", "top_p")
+    @field_validator("answer_temperature", "top_p", mode="before")
     @classmethod
-    def _finite(cls, v: float) -> float:
-        if not math.isfinite(v):
-            raise ValueError("must be a finite number")
+    def _finite(cls, v: Any) -> Any:
+        """Before the range checks, so NaN reads "must be finite", not ">= 0"."""
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"must be a finite number, got {v}")
         return v
 
     def hash(self) -> str:

@@ -78,7 +78,8 @@ def test_batched_text_equals_sequential(
 
 def test_truncated_sampling_in_groups_equals_sequential() -> None:
     """top-k/top-p chains, and k above ``n_seq`` (decoded in groups), keep the text, after
-    a prompt was cached by a one-sample request.
+    the very same prompt was evaluated by a one-token request (the first sample then
+    draws from that pass's logits, as ``Llama.generate`` does).
 
     Both backends start empty and see the same requests: a sample's text depends on what
     was cached before its prompt (llama.cpp's logits for a token differ between a prompt
@@ -86,7 +87,7 @@ def test_truncated_sampling_in_groups_equals_sequential() -> None:
     """
     grouped, plain = _backend(n_seq="2"), _backend(batch_samples="off")
     try:
-        warm = _req(grouped, (1,), max_tokens=4)
+        warm = _req(grouped, (1,), max_tokens=1)
         assert grouped.generate([warm]) == plain.generate([warm])
         req = _req(grouped, (5, 6, 7), top_k=40, top_p=0.9)
         (got,) = grouped.generate([req])

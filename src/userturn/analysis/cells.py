@@ -19,8 +19,9 @@ from typing import Any
 
 from userturn.analysis.cards import judge_cards
 from userturn.analysis.correction import corrected_rate
-from userturn.analysis.intervals import CI, ItemCounts, rate_interval
+from userturn.analysis.intervals import CI, ItemCounts, mean_interval, rate_interval, wilson
 from userturn.analysis.sampling import gf_at_k, item_spread
+from userturn.run.likelihood import LikelihoodRecord
 from userturn.run.records import CellSummary
 from userturn.run.store import JudgmentFact, Store, TurnFact
 
@@ -209,7 +210,8 @@ def summary_cells(store: Store) -> list[CellSummary]:
     """One cell per key over the whole store (summary.json), judge-corrected where the
     judge has a card."""
     cards = judge_cards(store)
-    return [c.summary(cards.get(c.judge or "")) for c in collect_cells(store)]
+    cells = [c.summary(cards.get(c.judge or "")) for c in collect_cells(store)]
+    return cells + likelihood_cells(store)
 
 
 def _cell_order(c: Cell) -> tuple[Any, ...]:
@@ -233,3 +235,39 @@ def top_labels(labels: dict[str, int], k: int = 2, exclude: Iterable[str] = ()) 
         ((lab, n) for lab, n in labels.items() if lab not in skip), key=lambda kv: (-kv[1], kv[0])
     )
     return ", ".join(f"{lab} {n / total:.0%}" for lab, n in items[:k]) if total else ""
+
+
+def likelihood_cells(store: Store) -> list[CellSummary]:
+    """One cell per (model, dataset, perturbation, config) of the likelihood probe:
+    the share of contexts whose real next turn beats every degenerate candidate (Wilson
+    CI over contexts) and the mean margin in nats per token (bootstrap CI over contexts)."""
+    groups: dict[tuple[str, str, str, str], list[LikelihoodRecord]] = {}
+    for rec in store.likelihoods():
+        groups.setdefault((rec.model, rec.dataset, rec.perturbation, rec.config), []).append(rec)
+    out = []
+    for (model, dataset, pert, config), recs in groups.items():
+        wins = sum(r.prefers_real for r in recs)
+        p_lo, p_hi = wilson(wins, len(recs))
+        m_lo, m_hi = mean_interval([r.margin for r in recs])
+        out.append(
+            CellSummary(
+                model=model,
+                dataset=dataset,
+                temperature=None,
+                perturbation=pert,
+                judge=None,
+                config=config,
+                probe="likelihood",
+                family=recs[0].family,
+                n_total=len(recs),
+                n=len(recs),
+                n_items=len({r.item_id for r in recs}),
+                preference_accuracy=wins / len(recs),
+                preference_ci_low=p_lo,
+                preference_ci_high=p_hi,
+                margin=sum(r.margin for r in recs) / len(recs),
+                margin_ci_low=m_lo,
+                margin_ci_high=m_hi,
+            )
+        )
+    return sorted(out, key=lambda c: (c.model, c.dataset, c.config, c.perturbation))

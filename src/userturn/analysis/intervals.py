@@ -383,3 +383,22 @@ def _independent(x: np.ndarray, y: np.ndarray, seed: int, reps: int) -> CI:
     diff = _ratio(_resampled_sums(x, rng, reps)) - _ratio(_resampled_sums(y, rng, reps))
     floor = _newcombe(_pooled(x), _floor_n(x), _pooled(y), _floor_n(y))
     return _union(_percentile_ci(diff), floor)
+
+
+def mean_interval(values: list[float], seed: int = 0, reps: int = BOOTSTRAP_REPS) -> CI:
+    """95% bootstrap CI (BCa, scipy) of the mean of per-context values, e.g. the likelihood
+    probe's margins; contexts are independent, so they are resampled one by one."""
+    if len(values) < 2:
+        return None, None
+    if len(set(values)) == 1:
+        return values[0], values[0]  # every context agrees: no sampling spread to show
+    from scipy.stats import bootstrap
+
+    res = bootstrap(
+        (np.asarray(values, dtype=np.float64),),
+        np.mean,
+        n_resamples=reps,
+        method="BCa",
+        random_state=np.random.default_rng(seed),
+    )
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)

@@ -21,7 +21,14 @@ from userturn.errors import UserError
 if TYPE_CHECKING:
     import pandas as pd
 
-JSON_COLUMNS = ("messages", "judgments")
+JSON_COLUMNS = (
+    "messages",
+    "judgments",
+    "candidates",
+    "perturbation_detail",
+    "answer_gold",
+)
+"""Nested values that records.parquet keeps as JSON text."""
 
 
 def _pandas() -> Any:

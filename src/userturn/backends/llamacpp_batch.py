@@ -121,17 +121,24 @@ def add_streams(llm: Any, n: int, n_ctx: int) -> None:
 
 
 def eval_prompt(llm: Any, tokens: list[int]) -> int:
-    """Evaluate ``tokens`` into sequence 0, reusing the longest cached prefix; returns the
-    reused count. Like ``Llama.generate``, the last token is always evaluated, so the
-    logits of the prompt's last position are fresh (batch row -1)."""
+    """Evaluate ``tokens`` into sequence 0 exactly as ``Llama.generate`` would, so that the
+    logits the first sample draws from (batch row -1) are the ones it would draw from.
+
+    That is: when the cache holds exactly this prompt and its logits are live, nothing is
+    evaluated; otherwise the longest cached prefix is kept, except that the last token is
+    always re-evaluated. Returns the reused count as ``LlamaCppBackend`` reports it (the
+    prefix of ``tokens[:-1]`` in the cache).
+    """
     cached = llm._input_ids[: llm.n_tokens]
     n = 0
     for a, b in zip(cached, tokens[:-1], strict=False):
         if a != b:
             break
         n += 1
-    llm.n_tokens = n  # ``eval`` drops sequence 0's cells from here on
-    llm.eval(tokens[n:])
+    exact = llm.n_tokens == len(tokens) and n == len(tokens) - 1 and cached[-1] == tokens[-1]
+    if not (exact and not llm._requires_eval):
+        llm.n_tokens = n  # ``eval`` drops sequence 0's cells from here on
+        llm.eval(tokens[n:])
     return n
 
 

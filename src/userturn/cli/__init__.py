@@ -10,12 +10,17 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import typer
 
+from userturn.cli.helpfmt import tidy
+from userturn.cli.io import Interrupted
 from userturn.errors import UserError
 
 app = typer.Typer(
@@ -47,6 +52,7 @@ def _register() -> None:
 
 
 _register()
+tidy(app)
 
 
 def _click_modules() -> list[Any]:
@@ -70,16 +76,83 @@ def _error(message: str) -> int:
     return 2
 
 
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is now (tests swap it), once per message:
+    a dead server's warning repeated for every request says nothing new."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[tuple[str, int, str]] = set()
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.name, record.levelno, record.getMessage())
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        return super().filter(record)
+
+
+def _logging() -> None:
+    """One deduplicating stderr handler on the root logger, fresh for each ``main``."""
+    root = logging.getLogger()
+    for h in [h for h in root.handlers if isinstance(h, _Stderr)]:
+        root.removeHandler(h)
+    handler = _Stderr()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(logging.WARNING)
+    root.addHandler(handler)
+    if root.level == logging.NOTSET or root.level > logging.WARNING:
+        root.setLevel(logging.WARNING)
+
+
+@contextmanager
+def _sigint() -> Iterator[list[bool]]:
+    """Notice Ctrl-C: typer turns it into a silent exit code 130, we add a word."""
+    seen = [False]
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        seen[0] = True
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI in-process and return the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    _logging()
+    with _sigint() as interrupted:
+        code = _invoke(args)
+    if code == 130 and interrupted[0]:
+        print("interrupted", file=sys.stderr)
+    return code
+
+
+def _invoke(args: list[str]) -> int:
     try:
         result = app(args=args, prog_name="userturn", standalone_mode=False)
     except UserError as exc:
         return _error(str(exc))
+    except Interrupted as exc:
+        print(exc, file=sys.stderr)
+        return 130
     except _classes("NoArgsIsHelpError") as exc:
-        exc.show()  # type: ignore[attr-defined]
+        print(exc.ctx.get_help())  # type: ignore[attr-defined]
         return 0
     except _classes("Exit") as exc:
         return int(exc.exit_code)  # type: ignore[attr-defined]
@@ -91,12 +164,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _usage_line(exc: BaseException) -> str:
-    """``field 'limit': Input should be a valid integer`` from a click/typer error."""
+    """``field '--limit': 'x' is not a valid integer.``: the flag as the user typed it."""
     param = getattr(exc, "param", None)
+    opts = [o for o in getattr(param, "opts", []) if o.startswith("--")]
+    raw = getattr(exc, "message", None)
+    if opts and raw:
+        return f"field '{opts[0]}': {str(raw).splitlines()[0]}"
     msg = exc.format_message() if hasattr(exc, "format_message") else str(exc)
     msg = msg.splitlines()[0] if msg else type(exc).__name__
     name = getattr(param, "name", None)
-    return f"field '{name}': {msg}" if name else msg
+    if name and getattr(param, "param_type_name", "") == "argument":
+        return f"{name.upper()}: {msg}"
+    return msg
 
 
 def entrypoint() -> None:

@@ -56,12 +56,12 @@ def export(
 
     if sampling not in ("disagreement", "prevalence"):
         raise UserError(
-            f"unknown sampling {sampling!r} (disagreement, prevalence)", field="sampling"
+            f"unknown sampling {sampling!r} (disagreement, prevalence)", field="--sampling"
         )
     if share is not None and sampling != "disagreement":
         raise UserError(
             "--disagreement-share only applies to --sampling disagreement",
-            field="disagreement-share",
+            field="--disagreement-share",
         )
     names = tuple(j.strip() for j in (judges or "").split(",") if j.strip())
     opts = ExportOptions(

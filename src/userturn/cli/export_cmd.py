@@ -25,7 +25,8 @@ def labels(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing --out."),
 ) -> int:
     """One judge's verdicts on a run's user turns, in the `judge --out` label format."""
-    check_output(out, force=force)
+    own = ("records.jsonl", "summary.json", "manifest.yaml", "run_stats.json", "store.sqlite")
+    check_output(out, inputs=[run_dir / name for name in own], force=force)
     rows = run_labels(run_dir, judge)
     lines = []
     for r in rows.values():

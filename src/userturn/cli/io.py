@@ -17,7 +17,7 @@ from userturn.errors import UserError
 
 
 def check_output(
-    path: Path, *, inputs: Iterable[Path] = (), force: bool = False, field: str = "out"
+    path: Path, *, inputs: Iterable[Path] = (), force: bool = False, field: str = "--out"
 ) -> None:
     """Refuse an output that is an input, a directory, unwritable, or exists without --force."""
     for src in inputs:
@@ -48,3 +48,7 @@ def atomic_lines(path: Path, lines: Iterable[str]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+class Interrupted(Exception):
+    """Ctrl-C, with the line to print (``main`` exits 130 with it)."""

@@ -55,13 +55,13 @@ def judge(
     if ctx.invoked_subcommand is not None:
         return 0
     if judge_spec is None:
-        raise UserError("--judge is required", field="judge")
+        raise UserError("--judge is required", field="--judge")
     if (in_path is None) == (run_dir is None):
-        raise UserError("give exactly one of --in or --run", field="in")
+        raise UserError("give exactly one of --in or --run", field="--in")
     if in_path is not None:
         if out_path is None:
-            raise UserError("--in needs --out", field="out")
-        check_output(out_path, inputs=[in_path], force=force, field="out")
+            raise UserError("--in needs --out", field="--out")
+        check_output(out_path, inputs=[in_path], force=force, field="--out")
     judge_obj = load_judge(judge_spec, base_url=judge_base_url)
     try:
         if run_dir is not None:
@@ -144,7 +144,7 @@ def card(
                 raise UserError(
                     f"judge {judge_obj.id} has no shipped card: give reference labels with "
                     "--ref FILE",
-                    field="ref",
+                    field="--ref",
                 )
             data = build_card(judge_obj, refs, control)
     finally:

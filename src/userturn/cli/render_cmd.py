@@ -55,16 +55,16 @@ def render(
     """Print the exact user-turn prompt: the conversation plus the template's user header
     (--json adds the header, the stop strings and the token ids)."""
     if (model is None) == (template is None):
-        raise UserError("give exactly one of --model or --template", field="model")
+        raise UserError("give exactly one of --model or --template", field="--model")
     if system_placement not in SYSTEM_PLACEMENTS:
-        raise UserError(f"expected one of {', '.join(SYSTEM_PLACEMENTS)}", field="system-placement")
+        raise UserError(f"expected one of {', '.join(SYSTEM_PLACEMENTS)}", field="--system-placement")
     msgs = _read_messages(messages)
     kwargs = (
-        options.json_object(chat_template_kwargs, "chat-template-kwargs")
+        options.json_object(chat_template_kwargs, "--chat-template-kwargs")
         if chat_template_kwargs
         else {}
     )
-    day = options.date(date, "date") if date else dt.date.today()
+    day = options.date(date, "--date") if date else dt.date.today()
     backend = None
     if model is not None:
         backend = load_backend(model)

@@ -26,7 +26,7 @@ def report(
     from userturn.report import DEFAULT_MAX_TRANSCRIPTS, build_report
 
     if max_transcripts is not None and max_transcripts < 0:
-        raise UserError("must be >= 0", field="max-transcripts")
+        raise UserError("must be >= 0", field="--max-transcripts")
     rep = build_report(
         run,
         judge=judge,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,8 @@ import typer
 
 from userturn.analysis.cells import top_labels
 from userturn.analysis.tables import Table
-from userturn.cli import options, output
+from userturn.cli import options, output, plan
+from userturn.cli.io import Interrupted
 from userturn.cli.progress import progress_for
 from userturn.config import RunConfig, build_config, load_config
 from userturn.run import driver
@@ -71,7 +73,10 @@ def run(
         "--keep-configs/--no-keep-configs",
         help="Let --out hold results of other settings too, as separate cells.",
     ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the grid and costs only."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Check everything, print the grid, what is left and costs."
+    ),
+    fmt: str = typer.Option("table", "--format", help=output.FORMAT_HELP),
 ) -> int:
     """Generate answers and user turns, judge them, and print the results table."""
     flags: dict[str, Any] = {
@@ -79,8 +84,10 @@ def run(
         "datasets": dataset,
         "limit": limit,
         "sample": sample,
-        "items": options.ids(items, "items") if items else None,
-        "temperatures": options.floats(temperatures, "temperatures") if temperatures else None,
+        "items": options.ids(items, "--items") if items is not None else None,
+        "temperatures": (
+            options.floats(temperatures, "--temperatures") if temperatures is not None else None
+        ),
         "samples": samples,
         "perturbations": perturb,
         "judges": judge,
@@ -102,55 +109,26 @@ def run(
         "history_reasoning": history_reasoning,
         "system_placement": system_placement,
         "chat_template_kwargs": (
-            options.json_object(chat_template_kwargs, "chat-template-kwargs")
-            if chat_template_kwargs
+            options.json_object(chat_template_kwargs, "--chat-template-kwargs")
+            if chat_template_kwargs is not None
             else None
         ),
         "judge_reference": judge_reference,
         "skip_bad_rows": skip_bad_rows,
         "keep_configs": keep_configs,
     }
+    form = output.check_format(fmt)
     cfg = build_run_config(config, flags)
+    plan.check(cfg)
     if dry_run:
-        return _dry_run(cfg, out)
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
-        console=console,
-        disable=not console.is_terminal,
-    ) as bar:
-        result = driver.run(cfg, out, RichProgress(bar))
-    print_results(result)
+        return plan.dry_run(cfg, out)
+    try:
+        with progress_for() as bars:
+            result = driver.run(cfg, out, bars)
+    except driver.RunInterrupted as exc:
+        raise Interrupted(str(exc)) from None
+    print_results(result, form)
     return judge_failures(result.judging, result.out)
-
-
-def _dry_run(cfg: RunConfig, out: Path | None) -> int:
-    jobs = driver.load_jobs(cfg)
-    judges = driver.load_judges(cfg)
-    n_items = sum(len(j.items) for j in jobs)
-    turns = driver.planned_user_turns(cfg, jobs) * len(cfg.models)
-    answers = sum(len(j.items) for j in jobs if j.items and not j.items[0].held_out)
-    console.print(f"run directory: {out or driver.default_out(cfg)}")
-    console.print(
-        f"grid: {len(cfg.models)} model(s) x {len(jobs)} dataset(s) "
-        f"({n_items} items) x T={cfg.temperatures} x k={cfg.samples} "
-        f"x perturbations={cfg.perturbations} x judges={cfg.judges}"
-    )
-    console.print(
-        f"model calls: {answers * len(cfg.models)} answers + {turns} user turns (before resume)"
-    )
-    for judge in judges:
-        est = judge.estimate(turns)
-        cost = est.get("cost_usd")
-        console.print(
-            f"judge {judge.id}: {est.get('calls', 0)} calls, estimated cost "
-            + ("unknown (set a price table)" if cost is None else f"${cost:.4f}")
-        )
-    return 0
 
 
 def _ci(cell: CellSummary) -> str:
@@ -159,47 +137,50 @@ def _ci(cell: CellSummary) -> str:
     return f"{cell.rate:.1%} [{cell.ci_low:.1%}, {cell.ci_high:.1%}]"
 
 
-def print_results(result: driver.RunResult) -> None:
-    cells = result.cells
+def results_table(cells: list[CellSummary]) -> Table:
+    """The results table: one row per cell; perturbation and judge columns only when
+    the run has more than one of them."""
     show_pert = any(c.perturbation != "none" for c in cells)
     show_judge = len({c.judge for c in cells}) > 1
-    table = Table(title="genuine follow-up rate (user turns judged genuine)")
     cols = (
         ["model", "dataset", "T"]
         + (["perturbation"] if show_pert else [])
         + (["judge"] if show_judge else [])
         + ["n", "accuracy", "genuine rate [95% CI]", "unparseable", "top failure labels"]
     )
-    for col in cols:
-        table.add_column(col, overflow="fold")
+    rows = []
     for c in cells:
         acc = "-" if c.accuracy is None else f"{c.accuracy:.1%} ({c.n_answers})"
         temp = "-" if c.temperature is None else f"{c.temperature:g}"
         row = [c.model, c.dataset, temp]
         row += [c.perturbation] if show_pert else []
         row += [str(c.judge)] if show_judge else []
-        row += [
-            str(c.n),
-            acc,
-            _ci(c),
-            str(c.failed),
-            top_labels(c.labels, exclude=("plausible_followup",)),
-        ]
-        table.add_row(*row)
-    console.print(table)
+        row += [str(c.n), acc, _ci(c), str(c.failed)]
+        row += [top_labels(c.labels, exclude=("plausible_followup",))]
+        rows.append(row)
+    title = "genuine follow-up rate (user turns judged genuine)"
+    return Table("results", title, cols, rows, rows)
+
+
+def print_results(result: driver.RunResult, fmt: output.Format = "table") -> None:
+    if fmt == "json":
+        print(json.dumps({"cells": [c.to_json() for c in result.cells]}, indent=2))
+    else:
+        output.emit(results_table(result.cells), fmt, detail=("top failure labels",))
     for job in result.jobs:
         desc = job.dataset.describe()
         avail = desc.get("available")
-        console.print(
+        output.note(
             f"{job.dataset.id}: {len(job.items)} items used"
             + (f" of {avail} available" if avail else "")
-            + f"; source: {desc.get('source')}"
+            + f"; source: {desc.get('source')}",
+            fmt,
         )
     s = result.stats
-    console.print(
+    output.note(
         f"this invocation: {s.generated} user turns generated, {s.reused} reused, "
-        f"{s.model_calls} model calls, {s.judged} judgments; "
-        f"run directory {result.out}"
+        f"{s.model_calls} model calls, {s.judged} judgments; run directory {result.out}",
+        fmt,
     )
 
 
@@ -209,28 +190,31 @@ def judge_failures(tally: JudgeTally, out: Path) -> int:
     code = 0
     for judge in tally.failing():
         failed, n = tally.failed.get(judge, 0), tally.judged[judge]
-        err_console.print(
+        print(
             f"error: judge {judge} returned no verdict for {failed} of {n} user turns; "
             f"fix it, then `userturn judge --run {out} --judge {judge} --retry-failed`",
-            soft_wrap=True,
+            file=sys.stderr,
         )
         code = 1
     return code
 
 
-def list_cmd() -> int:
+def list_cmd(
+    fmt: str = typer.Option("table", "--format", help=output.FORMAT_HELP),
+) -> int:
     """Show every model, dataset, judge and perturbation, with the options each accepts."""
     from userturn import registry
 
+    form = output.check_format(fmt)
+    rows = []
     for kind, plugins in registry.REGISTRY.items():
-        console.print(f"[bold]{kind}s[/bold]")
         if kind == "model":
             for name, spec in registry.named_models().items():
-                console.print(f"  {name:<22} named model ({spec})")
+                rows.append([kind, name, f"named model ({spec})", ""])
         for name, plugin in plugins.items():
-            console.print(f"  {name:<22} {plugin.help}")
-            if plugin.options:
-                console.print(f"  {'':<22} options: {', '.join(sorted(plugin.options))}")
+            rows.append([kind, name, plugin.help, ", ".join(sorted(plugin.options))])
+    cols = ["kind", "name", "what", "options (?key=value)"]
+    output.emit(Table("list", "", cols, rows, rows), form, detail=(cols[-1],))
     return 0
 
 

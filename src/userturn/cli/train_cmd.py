@@ -283,7 +283,7 @@ def export_pairs(
     from userturn.train.pairs import pairs_from_run, write_pairs
 
     if max_per_context < 1:
-        raise UserError("must be >= 1", field="max-per-context")
+        raise UserError("must be >= 1", field="--max-per-context")
     pairs, stats, used = pairs_from_run(run_dir, judge, max_per_context=max_per_context)
     write_pairs(pairs, out)
     console.print(

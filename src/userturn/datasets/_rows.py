@@ -79,27 +79,65 @@ class BadRows:
             )
 
 
+MAX_LINE_BYTES = 8_000_000
+"""A JSONL line longer than this is refused before parsing: no benchmark item or label
+comes near it, and parsing and tokenizing one costs minutes and gigabytes (a 50 MB line
+once took 95 s and 5.4 GB before failing at the context length, naming nothing)."""
+
+
 def jsonl_rows(path: Path) -> Iterator[Row]:
-    """One JSON object per line; blank lines are ignored."""
-    with _open(path) as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
+    """One JSON object per line; blank lines are ignored. Lines are read as bytes, capped
+    at ``MAX_LINE_BYTES`` and decoded one by one, so a bad byte or a huge line is a
+    one-line error naming the file and line (a skippable row with ``--skip-bad-rows``)."""
+    check_file(path)
+    with path.open("rb") as f:
+        lineno = 0
+        while raw := f.readline(MAX_LINE_BYTES + 1):
+            lineno += 1
+            if len(raw) > MAX_LINE_BYTES:
+                _skip_rest(f, raw)
+                err = f"line is over the {MAX_LINE_BYTES:,}-byte limit"
+                yield Row(str(path), lineno, {}, UserError(err, file=str(path), line=lineno))
                 continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield Row(
-                    str(path),
-                    lineno,
-                    {},
-                    UserError(f"invalid JSON: {exc.msg}", file=str(path), line=lineno),
-                )
-                continue
-            if not isinstance(obj, dict):
-                obj, err = {}, UserError("expected a JSON object", file=str(path), line=lineno)
-                yield Row(str(path), lineno, obj, err)
-                continue
-            yield Row(str(path), lineno, obj)
+            yield from _json_row(path, lineno, raw)
+
+
+def _skip_rest(f: Any, raw: bytes) -> None:
+    while raw and not raw.endswith(b"\n"):
+        raw = f.readline(MAX_LINE_BYTES)
+
+
+def decode_line(raw: bytes, path: Path, lineno: int) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+            "save the file as UTF-8",
+            file=str(path),
+            line=lineno,
+        ) from exc
+
+
+def _json_row(path: Path, lineno: int, raw: bytes) -> Iterator[Row]:
+    try:
+        line = decode_line(raw, path, lineno)
+    except UserError as err:
+        yield Row(str(path), lineno, {}, err)
+        return
+    if not line.strip():
+        return
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        err = UserError(f"invalid JSON: {exc.msg}", file=str(path), line=lineno)
+        yield Row(str(path), lineno, {}, err)
+        return
+    if not isinstance(obj, dict):
+        err = UserError("expected a JSON object", file=str(path), line=lineno)
+        yield Row(str(path), lineno, {}, err)
+        return
+    yield Row(str(path), lineno, obj)
 
 
 def json_array_rows(path: Path) -> Iterator[Row]:
@@ -111,7 +149,7 @@ def json_array_rows(path: Path) -> Iterator[Row]:
     """
     with _open(path) as f:
         reader = _ArrayReader(f, str(path))
-        yield from reader.records()
+        yield from _utf8(path, reader.records())
 
 
 class _ArrayReader:
@@ -163,11 +201,15 @@ class _ArrayReader:
 def csv_rows(path: Path) -> Iterator[Row]:
     """CSV with a header row; ``line`` is the physical line where the record starts."""
     with _open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        start = 2
-        for rec in reader:
-            yield Row(str(path), start, {k: v for k, v in rec.items() if k is not None})
-            start = reader.line_num + 1
+        yield from _utf8(path, _csv_records(f, path))
+
+
+def _csv_records(f: Any, path: Path) -> Iterator[Row]:
+    reader = csv.DictReader(f)
+    start = 2
+    for rec in reader:
+        yield Row(str(path), start, {k: v for k, v in rec.items() if k is not None})
+        start = reader.line_num + 1
 
 
 def hf_rows(
@@ -201,8 +243,7 @@ def hf_rows(
 
 def local_rows(path: Path) -> Iterator[Row]:
     """A local file in a dataset's published format, chosen by its suffix."""
-    if not path.exists():
-        raise UserError("file not found", file=str(path))
+    check_file(path)
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         return hf_rows("parquet", data_files=str(path), label=str(path))
@@ -213,7 +254,25 @@ def local_rows(path: Path) -> Iterator[Row]:
     return jsonl_rows(path)
 
 
-def _open(path: Path, newline: str | None = None) -> Any:
+def check_file(path: Path) -> None:
+    """A readable file, or one line: a directory given as a file says so."""
+    if path.is_dir():
+        raise UserError("is a directory, expected a file", file=str(path))
     if not path.is_file():
         raise UserError("file not found", file=str(path))
+
+
+def _utf8(path: Path, rows: Iterator[Row]) -> Iterator[Row]:
+    """Rows of a text reader, with a decoding failure as one line naming the file."""
+    try:
+        yield from rows
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x}); save the file as UTF-8",
+            file=str(path),
+        ) from exc
+
+
+def _open(path: Path, newline: str | None = None) -> Any:
+    check_file(path)
     return path.open(encoding="utf-8", newline=newline)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from userturn.assets import PyPIAsset
-from userturn.errors import UserError, check_readable
+from userturn.datasets._rows import MAX_LINE_BYTES as MAX_LINE_BYTES
+from userturn.datasets._rows import jsonl_rows
+from userturn.errors import UserError
 from userturn.spec import Spec
 from userturn.types import Item, Message
 
@@ -56,37 +57,19 @@ class Dataset(ABC):
         return {"name": self.name, "source": self.source, "license": self.license}
 
 
-MAX_LINE_BYTES = 8_000_000
-"""A JSONL line longer than this is refused before parsing: no benchmark item or label
-comes near it, and parsing and tokenizing one costs minutes and gigabytes."""
+MAX_CONTENT_CHARS = 2_000_000
+"""A message longer than this (about 500k tokens) is refused when read, naming its file,
+line and message, instead of failing minutes later in a tokenizer or at the context
+length with no item named."""
 
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (line number, object), with a one-line error naming file and line."""
-    check_readable(path)
-    with path.open("rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            if len(raw) > MAX_LINE_BYTES:
-                raise UserError(
-                    f"line of {len(raw):,} bytes is over the {MAX_LINE_BYTES:,}-byte limit",
-                    file=str(path),
-                    line=lineno,
-                )
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise UserError(
-                    f"not UTF-8 text (byte 0x{raw[exc.start]:02x})", file=str(path), line=lineno
-                ) from exc
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise UserError(f"invalid JSON: {exc.msg}", file=str(path), line=lineno) from exc
-            if not isinstance(obj, dict):
-                raise UserError("expected a JSON object", file=str(path), line=lineno)
-            yield lineno, obj
+    """Yield (line number, object), with a one-line error naming file and line (lines are
+    capped at ``MAX_LINE_BYTES`` and must be UTF-8)."""
+    for row in jsonl_rows(path):
+        if row.error is not None:
+            raise row.error
+        yield row.line, row.data
 
 
 def require(
@@ -124,6 +107,14 @@ def check_messages(messages: Any, path: Path, line: int) -> tuple[Message, ...]:
         if not isinstance(m.get("content"), str):
             raise UserError(
                 "content must be a string", file=str(path), line=line, field=f"{where}.content"
+            )
+        if len(m["content"]) > MAX_CONTENT_CHARS:
+            raise UserError(
+                f"message of {len(m['content']):,} characters is over the "
+                f"{MAX_CONTENT_CHARS:,}-character limit",
+                file=str(path),
+                line=line,
+                field=f"{where}.content",
             )
         if m["role"] == "system" and i != 0:
             raise UserError(

@@ -30,7 +30,7 @@ from userturn.run.judge_stage import JudgeTally, judge_rows
 from userturn.run.outputs import manifest, write_json, write_manifest, write_outputs
 from userturn.run.records import AnswerRecord, CellSummary, UserTurnRecord, content_key
 from userturn.run.store import STORE_NAME, Store, open_run
-from userturn.run.worker import AnswerEvent, UserEvent, samples_at
+from userturn.run.worker import AnswerEvent, LikelihoodEvent, UserEvent, samples_at
 
 log = logging.getLogger(__name__)
 HUMAN_REFERENCE = "human-reference"
@@ -153,6 +153,9 @@ def load_judges(cfg: RunConfig) -> list[Judge]:
 
 
 def planned_user_turns(cfg: RunConfig, jobs: list[Job]) -> int:
+    """User turns (or, for the likelihood probe, contexts) the grid asks for."""
+    if cfg.probe == "likelihood":
+        return sum(len(j.items) for j in jobs) * len(cfg.perturbations)
     per_context = sum(samples_at(t, cfg.samples) for t in cfg.temperatures)
     return sum(len(j.items) for j in jobs) * len(cfg.perturbations) * per_context
 
@@ -184,7 +187,7 @@ def run_directory(out: Path) -> Iterator[Store]:
     try:
         yield store
     except BaseException:
-        empty = store.count_user_turns() == 0
+        empty = store.count_records() == 0
         store.close()
         if created and empty:
             shutil.rmtree(created[-1], ignore_errors=True)
@@ -223,7 +226,7 @@ def run(cfg: RunConfig, out: Path | None = None, progress: Progress | None = Non
             try:
                 return _run(cfg, out, store, jobs, judges, progress)
             except KeyboardInterrupt:
-                raise RunInterrupted(out, store.count_user_turns()) from None
+                raise RunInterrupted(out, store.count_records()) from None
     finally:
         for judge in judges:
             judge.close()
@@ -267,7 +270,7 @@ def _generate(
     progress: Progress,
 ) -> tuple[list[UserTurnRecord], list[dict[str, Any]]]:
     known = {a.key: a for a in store.answers()}
-    done = store.user_turn_keys()
+    done = store.user_turn_keys() | store.likelihood_keys()
     turns: list[UserTurnRecord] = []
     described = []
     n_items = sum(len(j.items) for j in jobs)
@@ -279,6 +282,9 @@ def _generate(
             if isinstance(ev, AnswerEvent):
                 _on_answer(ev, store, known, stats)
                 progress.advance(f"answers {model}")
+            elif isinstance(ev, LikelihoodEvent):
+                _on_likelihood(ev, store, done, stats)
+                progress.advance(f"user turns {model}")
             else:
                 _on_user(ev, store, done, stats)
                 turns.append(ev.record)
@@ -312,6 +318,17 @@ def _on_user(ev: UserEvent, store: Store, done: set[str], stats: RunStats) -> No
     stats.generated += 1
     stats.model_calls += 1
     stats.count_tokens("user", rec.prompt_tokens, rec.prompt_tokens_reused)
+
+
+def _on_likelihood(ev: LikelihoodEvent, store: Store, done: set[str], stats: RunStats) -> None:
+    if not ev.generated:
+        stats.add("likelihood_reused", 1)
+        return
+    store.put_likelihood(ev.record)
+    done.add(ev.record.key)
+    stats.add("likelihood_scored", 1)
+    stats.model_calls += 1
+    stats.count_tokens("likelihood", ev.record.prompt_tokens, ev.record.prompt_tokens_reused)
 
 
 def add_reference_rows(

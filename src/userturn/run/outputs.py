@@ -25,11 +25,13 @@ from userturn.run.store import Store
 
 
 def iter_records(store: Store) -> Iterator[dict[str, Any]]:
-    """One records.jsonl line per user turn, in store order."""
+    """One records.jsonl line per user turn, then one per likelihood-probe context."""
     answers = {a.key: a for a in store.answers()}
     judgments = store.judgments()
     for turn in store.user_turns():
         yield record_line(turn, answers.get(turn.answer_key), judgments.get(turn.key, []))
+    for rec in store.likelihoods():
+        yield rec.to_line()
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -54,20 +56,21 @@ def write_outputs(out: Path, store: Store) -> list[CellSummary]:
 
 
 def _maybe_parquet(out: Path, records: list[dict[str, Any]]) -> None:
+    """records.parquet beside records.jsonl: nested values (messages, judgments, the
+    likelihood probe's candidates) as JSON text, every key a column (null where a line
+    of another probe has no such key)."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ModuleNotFoundError:
         return
-    flat = [
-        {
-            **r,
-            "messages": json.dumps(r["messages"], ensure_ascii=False),
-            "judgments": json.dumps(r["judgments"], ensure_ascii=False),
-        }
-        for r in records
-    ]
+    columns = list(dict.fromkeys(k for r in records for k in r))
+    flat = [{k: _flat(r.get(k)) for k in columns} for r in records]
     pq.write_table(pa.Table.from_pylist(flat), out / "records.parquet")
+
+
+def _flat(value: Any) -> Any:
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, list | dict) else value
 
 
 def _version(pkg: str) -> str | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from userturn.types import AnswerFinish, Judgment, Message, Probe
 
@@ -66,7 +66,7 @@ class AnswerRecord:
     reference: dict[str, Any] | None = None
     """The item's gold data, kept so ``userturn rescore`` can re-apply a changed scorer."""
 
-    COLUMNS = frozenset({"key", "item_id", "dataset", "model", "config"})
+    COLUMNS: ClassVar[frozenset[str]] = frozenset({"key", "item_id", "dataset", "model", "config"})
 
     @property
     def truncated(self) -> bool:
@@ -126,7 +126,7 @@ class UserTurnRecord:
     context_model: str | None = None
     """For ``human-reference`` rows: the model whose context the human turn follows."""
 
-    COLUMNS = frozenset(
+    COLUMNS: ClassVar[frozenset[str]] = frozenset(
         {
             "key",
             "answer_key",

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from userturn.errors import UserError
+from userturn.run.likelihood import LikelihoodRecord
 from userturn.run.records import AnswerRecord, UserTurnRecord
 from userturn.types import Judgment
 
@@ -50,6 +51,10 @@ CREATE TABLE IF NOT EXISTS judgments (
   PRIMARY KEY (user_turn_key, judge)
 );
 CREATE TABLE IF NOT EXISTS judge_cache (key TEXT PRIMARY KEY, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS likelihoods (
+  key TEXT PRIMARY KEY, item_id TEXT NOT NULL, model TEXT NOT NULL, dataset TEXT NOT NULL,
+  config TEXT NOT NULL, perturbation TEXT NOT NULL, data TEXT NOT NULL
+);
 """
 MIGRATE_1_TO_2 = f"""
 ALTER TABLE answers ADD COLUMN config TEXT NOT NULL DEFAULT '{LEGACY_CONFIG}';
@@ -60,6 +65,7 @@ CREATE TABLE IF NOT EXISTS configs (id TEXT PRIMARY KEY, data TEXT NOT NULL);
 INSERT OR IGNORE INTO configs(id, data) VALUES
   ('{LEGACY_CONFIG}', '{{"note": "made before config fingerprints (userturn 0.1)"}}');
 """
+_LIKELIHOOD_COLS = ("key", "item_id", "model", "dataset", "config", "perturbation")
 _ANSWER_COLS = ("key", "item_id", "model", "dataset", "config")
 _TURN_COLS = (
     "key",
@@ -124,9 +130,13 @@ class Store:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self.conn = sqlite3.connect(str(path), isolation_level=None, timeout=30.0)
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("PRAGMA synchronous=NORMAL")
-            self._prepare(new)
+            try:
+                self.conn.execute("PRAGMA journal_mode=WAL")
+                self.conn.execute("PRAGMA synchronous=NORMAL")
+                self._prepare(new)
+            except BaseException:
+                self.conn.close()  # leave no -wal/-shm beside a store we refuse
+                raise
         except OSError as exc:
             raise UserError(f"cannot create the store: {exc.strerror}", file=str(path)) from exc
         except sqlite3.OperationalError as exc:
@@ -140,10 +150,9 @@ class Store:
         tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master")}
         if not new and "user_turns" not in tables:
             raise corrupt(self.path, "it has no user_turns table")
-        if new or "configs" in tables:
-            self.conn.executescript(SCHEMA)
-        else:
+        if not new and "configs" not in tables:
             self.conn.executescript(MIGRATE_1_TO_2)
+        self.conn.executescript(SCHEMA)
         version = self.get_meta("schema_version")
         if version is not None and int(version) > SCHEMA_VERSION:
             raise UserError(
@@ -229,6 +238,10 @@ class Store:
     def count_user_turns(self) -> int:
         return int(self._rows("SELECT COUNT(*) FROM user_turns")[0][0])
 
+    def count_records(self) -> int:
+        """User turns plus likelihood records: what records.jsonl holds a line for."""
+        return self.count_user_turns() + int(self._rows("SELECT COUNT(*) FROM likelihoods")[0][0])
+
     def put_user_turn(self, rec: UserTurnRecord) -> None:
         cols = ", ".join(_TURN_COLS)
         values = tuple(getattr(rec, c) for c in _TURN_COLS)
@@ -243,6 +256,24 @@ class Store:
         for row in self._rows(sql, params):
             cols = dict(zip(_TURN_COLS, row, strict=False))
             yield UserTurnRecord.from_row(cols, json.loads(row[-1]))
+
+    # likelihood probe -----------------------------------------------------------------
+    def put_likelihood(self, rec: LikelihoodRecord) -> None:
+        values = tuple(getattr(rec, c) for c in _LIKELIHOOD_COLS)
+        self._write(
+            f"INSERT OR IGNORE INTO likelihoods({', '.join(_LIKELIHOOD_COLS)}, data) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (*values, _dump(rec.to_row())),
+        )
+
+    def likelihood_keys(self) -> set[str]:
+        return {r[0] for r in self._rows("SELECT key FROM likelihoods")}
+
+    def likelihoods(self) -> Iterator[LikelihoodRecord]:
+        sql = f"SELECT {', '.join(_LIKELIHOOD_COLS)}, data FROM likelihoods ORDER BY rowid"
+        for row in self._rows(sql):
+            cols = dict(zip(_LIKELIHOOD_COLS, row, strict=False))
+            yield LikelihoodRecord.from_row(cols, json.loads(row[-1]))
 
     # judgments ------------------------------------------------------------------------
     def put_judgment(self, user_turn_key: str, judgment: Judgment) -> None:
@@ -357,7 +388,12 @@ def open_run(run_dir: Path) -> Store:
         raise UserError(f"not a run directory (no {STORE_NAME}){hint}", file=str(run_dir))
     store = Store(path)
     records = run_dir / "records.jsonl"
-    if store.count_user_turns() == 0 and records.is_file() and records.stat().st_size > 0:
+    try:
+        empty = store.count_records() == 0
+    except BaseException:
         store.close()
-        raise corrupt(path, "it holds no user turns but records.jsonl does")
+        raise
+    if empty and records.is_file() and records.stat().st_size > 0:
+        store.close()
+        raise corrupt(path, "it holds no records but records.jsonl does")
     return store

@@ -35,7 +35,7 @@ class LocalExecutor:
             for job in jobs:
                 for start in range(0, len(job.items), size):
                     chunk = job.items[start : start + size]
-                    yield from worker.process(chunk, job.dataset, known, done)
+                    yield from worker.process(chunk, job.dataset, known, done, job.items)
         finally:
             backend.close()
 

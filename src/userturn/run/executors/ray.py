@@ -60,8 +60,8 @@ class ItemActor:
         self.worker = ItemWorker(self.backend, cfg, date, config_id)
         return self.worker.describe()
 
-    def process(self, job: int, items: list[Item]) -> list[Event]:
-        return list(self.worker.process(items, self.datasets[job], self.known, self.done))
+    def process(self, job: int, items: list[Item], pool: list[Item]) -> list[Event]:
+        return list(self.worker.process(items, self.datasets[job], self.known, self.done, pool))
 
 
 _RemoteActor = ray.remote(ItemActor)
@@ -139,7 +139,11 @@ class RayExecutor:
             plan = chunk_plan(
                 [len(j.items) for j in jobs], described[0]["batch_items"], cfg.workers
             )
-            refs = [actors[a].process.remote(job, jobs[job].items[s:e]) for job, s, e, a in plan]
+            pools = [ray.put(j.items) for j in jobs]
+            refs = [
+                actors[a].process.remote(job, jobs[job].items[s:e], pools[job])
+                for job, s, e, a in plan
+            ]
             yield from self._in_order(refs)
         finally:
             for actor in actors:
