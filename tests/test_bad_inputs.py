@@ -216,13 +216,21 @@ CASES = [
     case("config directory", "run --config {d}/subdir", "directory"),
     case("config missing", "run --config {d}/nope.yaml", "not found"),
     # templates and render
-    case("render empty template", "render --template {d}/empty.jinja --messages {d}/msgs.json", "template"),
+    case(
+        "render empty template",
+        "render --template {d}/empty.jinja --messages {d}/msgs.json",
+        "template",
+    ),
     case(
         "render template drops users",
         "render --template {d}/drops_users.jinja --messages {d}/msgs.json",
         "user",
     ),
-    case("render template not UTF-8", "render --template {d}/latin1.jinja --messages {d}/msgs.json", "utf-8"),
+    case(
+        "render template not UTF-8",
+        "render --template {d}/latin1.jinja --messages {d}/msgs.json",
+        "utf-8",
+    ),
     case("run template drops users", [*RUN, "--chat-template", "{d}/drops_users.jinja"], "user"),
     case("run template missing", [*RUN, "--chat-template", "{d}/nope.jinja"], "not found"),
     case(
@@ -230,11 +238,31 @@ CASES = [
         "render --template {d}/chatml.jinja --messages {d}/msgs.json --date 2025-13-45",
         "--date",
     ),
-    case("render bad messages JSON", "render --template {d}/chatml.jinja --messages {d}/msgs_bad.json", "invalid JSON"),
-    case("render messages not UTF-8", "render --template {d}/chatml.jinja --messages {d}/latin1.json", "utf-8"),
-    case("render messages content", "render --template {d}/chatml.jinja --messages {d}/msgs_roles.json", "content"),
-    case("render messages directory", "render --template {d}/chatml.jinja --messages {d}/subdir", "directory"),
-    case("render both sources", "render --model fake:x --template {d}/chatml.jinja --messages {d}/msgs.json", "exactly one"),
+    case(
+        "render bad messages JSON",
+        "render --template {d}/chatml.jinja --messages {d}/msgs_bad.json",
+        "invalid JSON",
+    ),
+    case(
+        "render messages not UTF-8",
+        "render --template {d}/chatml.jinja --messages {d}/latin1.json",
+        "utf-8",
+    ),
+    case(
+        "render messages content",
+        "render --template {d}/chatml.jinja --messages {d}/msgs_roles.json",
+        "content",
+    ),
+    case(
+        "render messages directory",
+        "render --template {d}/chatml.jinja --messages {d}/subdir",
+        "directory",
+    ),
+    case(
+        "render both sources",
+        "render --model fake:x --template {d}/chatml.jinja --messages {d}/msgs.json",
+        "exactly one",
+    ),
     case("render unknown model", "render --model nope --messages {d}/msgs.json", "unknown model"),
     # --out of run
     case("out is a file", [*RUN, "--out", "{d}/afile"], "file"),
@@ -242,14 +270,40 @@ CASES = [
     case("out in /proc", [*RUN, "--out", "/proc/userturn-x"], "/proc/userturn-x"),
     case("out with other settings", [*RUN, "--seed", "7", "--out", "{run}"], "other settings"),
     # judge --in / --out
-    case("judge in not UTF-8", "judge --in {d}/latin1.jsonl --judge rules --out {out}/l.jsonl", "utf-8"),
-    case("judge out is a directory", "judge --in {d}/ex.jsonl --judge rules --out {d}/subdir", "directory"),
-    case("judge out is the input", "judge --in {d}/ex.jsonl --judge rules --out {d}/ex.jsonl", "input"),
+    case(
+        "judge in not UTF-8",
+        "judge --in {d}/latin1.jsonl --judge rules --out {out}/l.jsonl",
+        "utf-8",
+    ),
+    case(
+        "judge out is a directory",
+        "judge --in {d}/ex.jsonl --judge rules --out {d}/subdir",
+        "directory",
+    ),
+    case(
+        "judge out is the input",
+        "judge --in {d}/ex.jsonl --judge rules --out {d}/ex.jsonl",
+        "input",
+    ),
     case("judge out exists", "judge --in {d}/ex.jsonl --judge rules --out {d}/A.jsonl", "--force"),
-    case("judge in missing field", "judge --in {d}/ex_no_turn.jsonl --judge rules --out {out}/l.jsonl", "user_turn"),
-    case("judge in list id", "judge --in {d}/ex_list_id.jsonl --judge rules --out {out}/l.jsonl", "field 'id'"),
-    case("judge in empty", "judge --in {d}/empty.jsonl --judge rules --out {out}/l.jsonl", "no examples"),
-    case("judge in directory", "judge --in {d}/subdir --judge rules --out {out}/l.jsonl", "directory"),
+    case(
+        "judge in missing field",
+        "judge --in {d}/ex_no_turn.jsonl --judge rules --out {out}/l.jsonl",
+        "user_turn",
+    ),
+    case(
+        "judge in list id",
+        "judge --in {d}/ex_list_id.jsonl --judge rules --out {out}/l.jsonl",
+        "field 'id'",
+    ),
+    case(
+        "judge in empty",
+        "judge --in {d}/empty.jsonl --judge rules --out {out}/l.jsonl",
+        "no examples",
+    ),
+    case(
+        "judge in directory", "judge --in {d}/subdir --judge rules --out {out}/l.jsonl", "directory"
+    ),
     case("judge in and run", "judge --in {d}/ex.jsonl --run {run} --judge rules", "exactly one"),
     case("judge no judge", "judge --in {d}/ex.jsonl --out {out}/l.jsonl", "--judge"),
     case("judge run unknown judge", "judge --run {run} --judge nope", "unknown judge"),
@@ -266,12 +320,24 @@ CASES = [
     case("agree run without judges", "agree --run {run}", "--judges"),
     # export, report, compare, repair on good and damaged runs
     case("export to /proc", "export labels --run {run} --judge rules --out /proc/x.jsonl", "/proc"),
-    case("export unknown judge", "export labels --run {run} --judge nope --out {out}/x.jsonl", "no judgments"),
-    case("export over its run", "export labels --run {run} --judge rules --out {run}/records.jsonl", "records.jsonl"),
+    case(
+        "export unknown judge",
+        "export labels --run {run} --judge nope --out {out}/x.jsonl",
+        "no judgments",
+    ),
+    case(
+        "export over its run",
+        "export labels --run {run} --judge rules --out {run}/records.jsonl",
+        "records.jsonl",
+    ),
     case("report zeroed store", "report --run {zeroed}", "recover"),
     case("run zeroed store", [*RUN, "--out", "{zeroed}"], "recover"),
     case("judge zeroed store", "judge --run {zeroed} --judge rules", "recover"),
-    case("export zeroed store", "export labels --run {zeroed} --judge rules --out {out}/z.jsonl", "recover"),
+    case(
+        "export zeroed store",
+        "export labels --run {zeroed} --judge rules --out {out}/z.jsonl",
+        "recover",
+    ),
     case("compare zeroed store", "compare {zeroed} {run}", "recover"),
     case("report garbled store", "report --run {garbled}", "recover"),
     case("run garbled store", [*RUN, "--out", "{garbled}"], "recover"),
@@ -283,13 +349,21 @@ CASES = [
     case("report no store", "report --run {no_store}", "recover"),
     case("report not a run", "report --run {d}", "not a run directory"),
     case("report missing run", "report --run {d}/nope", "not found"),
-    case("report negative transcripts", "report --run {run} --max-transcripts -1", "--max-transcripts"),
+    case(
+        "report negative transcripts",
+        "report --run {run} --max-transcripts -1",
+        "--max-transcripts",
+    ),
     case("compare missing run", "compare {run} {d}/nope", "not found"),
     case("recover not a run", "recover --run {d}", "records.jsonl"),
     case("rescore zeroed store", "rescore --run {zeroed}", "recover"),
     # data and annotate
     case("data pull unknown", "data pull nosuch", "unknown dataset"),
-    case("annotate sampling", "annotate export --run {run} --out {out}/p --sampling bogus", "--sampling"),
+    case(
+        "annotate sampling",
+        "annotate export --run {run} --out {out}/p --sampling bogus",
+        "--sampling",
+    ),
     case(
         "annotate disagreement one judge",
         "annotate export --run {run} --out {out}/p --sampling disagreement",
@@ -349,7 +423,9 @@ def test_the_table_is_big_enough() -> None:
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may write into a read-only directory")
-def test_read_only_out(env: dict[str, Path], tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_read_only_out(
+    env: dict[str, Path], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     ro = tmp_path / "ro"
     ro.mkdir()
     ro.chmod(0o555)

@@ -1,16 +1,27 @@
-"""CLI contracts: one-line errors with exit code 2, render, judge --in, list, dry-run.
+"""CLI contracts: one-line errors with exit code 2, render, judge --in, list, dry-run,
+output that fits 80 columns, --format, clean help, deduplicated warnings.
 
 Run: ``.venv/bin/python -m pytest tests/test_cli.py -q``
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import logging
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
-from userturn.cli import main
+from shared_files import REPO
+from userturn.analysis.tables import Table
+from userturn.cli import main, output
+
+FAKE_RUN = ["run", "--model", "fake:x", "--limit", "3", "--judge", "rules"]
 
 
 def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
@@ -24,9 +35,9 @@ def test_unknown_model_dataset_judge_and_bad_flag(capsys: pytest.CaptureFixture[
     assert "unknown model 'nope'" in one_line_error(capsys, ["run", "--model", "nope"])
     assert "unknown dataset" in one_line_error(capsys, ["run", "--dataset", "nope"])
     assert "unknown judge" in one_line_error(capsys, ["run", "--judge", "nope"])
-    assert "field 'limit'" in one_line_error(capsys, ["run", "--limit", "x"])
-    assert "temperatures" in one_line_error(capsys, ["run", "--temperatures", "0,hot"])
-    assert "history_reasoning" in one_line_error(capsys, ["run", "--history-reasoning", "x"])
+    assert "field '--limit'" in one_line_error(capsys, ["run", "--limit", "x"])
+    assert "--temperatures" in one_line_error(capsys, ["run", "--temperatures", "0,hot"])
+    assert "--history-reasoning" in one_line_error(capsys, ["run", "--history-reasoning", "x"])
     assert "GGUF file not found" in one_line_error(
         capsys, ["run", "--model", "llamacpp:/no/such.gguf"]
     )
@@ -101,8 +112,11 @@ def test_render_model_prints_exact_prompt_and_token_ids(
         )
     )
     assert main(["render", "--model", "smollm2-135m", "--messages", str(msgs)]) == 0
-    text = capsys.readouterr().out
-    assert text.endswith("Hello!<|im_end|>\n<|im_start|>user\n")
+    got = capsys.readouterr()
+    assert got.out.endswith("Hello!<|im_end|>\n<|im_start|>user\n")  # stdout: the prompt only
+    details = got.err.splitlines()  # header, stops and ids beside it, on stderr
+    assert details[0] == "user header: '<|im_start|>user\\n'" and "<|im_end|>" in details[1]
+    assert details[2].startswith("token ids (") and details[2].endswith("198]")
     assert main(["render", "--model", "smollm2-135m", "--messages", str(msgs), "--json"]) == 0
     ids = json.loads(capsys.readouterr().out)["token_ids"]
     assert ids[0] == 1 and ids[-3:] == [1, 4093, 198]  # <|im_start|> user \n
@@ -140,3 +154,129 @@ def test_list_and_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "--limit", "5", "--samples", "3", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "5 answers + 20 user turns" in out and "judge offline: 0 calls" in out
+
+
+def test_dry_run_counts_what_is_left(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    assert main([*FAKE_RUN, "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main([*FAKE_RUN[:4], "5", *FAKE_RUN[5:], "--out", str(out), "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert "2 answers + 4 user turns left to generate (3 answers and 6 user turns stored)" in text
+    assert main(["run", "--dry-run", "--model", "fake:x", "--model", "nope"]) == 2
+
+
+def test_requires_python_matches_the_tooling() -> None:
+    """gsm8k reads TOML with tomllib (3.11+): pyproject, ruff and mypy say the same."""
+    meta = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    assert meta["project"]["requires-python"] == ">=3.11"
+    assert meta["tool"]["ruff"]["target-version"] == "py311"
+    assert meta["tool"]["mypy"]["python_version"] == "3.11"
+    assert sys.version_info >= (3, 11)
+
+
+def test_bare_command_prints_help_on_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 0
+    got = capsys.readouterr()
+    assert got.out.startswith("Usage: userturn [OPTIONS] COMMAND") and got.err == ""
+
+
+@pytest.mark.parametrize("argv", [["run"], ["compare"], ["agree"], ["judge"], ["data", "list"]])
+def test_help_shows_plain_metavars(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*argv, "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "<" not in text and "{" not in text and "list[" not in text, text
+    if argv == ["compare"]:
+        assert "Usage: userturn compare [OPTIONS] RUN_A RUN_B" in text
+
+
+WIDE = Table(
+    "results",
+    "",
+    ["model", "dataset", "T", "n", "genuine rate [95% CI]", "unparseable", "top failure labels"],
+    [],
+    [
+        [
+            "smollm2-135m",
+            "healthbench-prompts",
+            "1",
+            "100",
+            "40.0% [31.0%, 49.0%]",
+            "0",
+            "previous_turn_restate 26%, new_task_prompt 18%",
+        ]
+    ],
+)
+
+
+@pytest.mark.parametrize("width", [40, 60, 80, 120, 200])
+def test_tables_never_split_a_word(width: int) -> None:
+    buf = io.StringIO()
+    output.render(WIDE, Console(file=buf, width=width), detail=("top failure labels",))
+    text = buf.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= width
+    words = {w for row in WIDE.shown for cell in row for w in cell.split()}
+    assert words <= set(text.split()), words - set(text.split())
+
+
+def test_run_table_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    assert main([*FAKE_RUN, "--out", str(out), "--format", "json"]) == 0
+    got = capsys.readouterr()
+    cells = json.loads(got.out)["cells"]  # stdout is JSON alone; notes went to stderr
+    assert {c["temperature"] for c in cells} == {0.0, 1.0} and "this invocation" in got.err
+    assert main([*FAKE_RUN, "--out", str(out), "--format", "csv"]) == 0
+    rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
+    assert rows[0][:3] == ["model", "dataset", "T"] and len(rows) == 3
+    assert main([*FAKE_RUN, "--out", str(out), "--format", "md"]) == 0
+    assert "| model | dataset | T |" in capsys.readouterr().out
+    assert main(["data", "list", "--format", "json"]) == 0
+    listed = {d["dataset"] for d in json.loads(capsys.readouterr().out)}
+    assert {"gsm8k", "jsonl", "sharegpt"} <= listed
+    assert main(["compare", str(out), str(out), "--format", "csv"]) == 0
+    assert capsys.readouterr().out.startswith("dataset,T,perturbation,judge,rate A")
+    assert main(["run", "--format", "yaml"]) == 2
+
+
+def test_agree_prints_one_style(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [
+        ("a", True, "plausible_followup"),
+        ("b", False, "new_task_prompt"),
+        ("c", True, "plausible_followup"),
+    ]
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(
+        "".join(json.dumps({"id": i, "genuine_followup": g, "label": x}) + "\n" for i, g, x in rows)
+    )
+    flipped = [(i, not g, "other") if i == "c" else (i, g, x) for i, g, x in rows]
+    b.write_text(
+        "".join(
+            json.dumps({"id": i, "genuine_followup": g, "label": x}) + "\n" for i, g, x in flipped
+        )
+    )
+    assert main(["agree", str(a), str(b), "--bootstrap", "50"]) == 0
+    text = capsys.readouterr().out
+    lines = text.splitlines()
+    head = next(x for x in lines if x.startswith("confusion (rows A, columns B)"))
+    row = next(x for x in lines if x.startswith("A genuine "))
+    assert head.index("B genuine") == row.index("1")  # the count sits under its header
+    assert "matched ok rows (n)" in text and "agreement on genuine   " in text
+    assert main(["agree", str(a), str(b), "--format", "json", "--bootstrap", "50"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["n"] == 3 and res["confusion"]["matrix"] == [[1, 1], [0, 1]]
+
+
+def test_repeated_warnings_are_shown_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """A dead server's warning, once per request, says nothing new after the first."""
+    from userturn.cli import _logging
+
+    _logging()
+    log = logging.getLogger("userturn.test")
+    for _ in range(4):
+        log.warning("server at http://127.0.0.1:9 refused the connection")
+    log.warning("another warning")
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "WARNING userturn.test: server at http://127.0.0.1:9 refused the connection",
+        "WARNING userturn.test: another warning",
+    ]

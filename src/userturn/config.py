@@ -36,9 +36,16 @@ class RunConfig(BaseModel):
     perturbations: list[str] = Field(default_factory=lambda: ["none"], min_length=1)
     judges: list[str] = Field(default_factory=lambda: ["offline"])
     seed: int = 0
-    probe: Literal["generate", "likelihood"] = "generate"
+    probe: Literal["generate", "likelihood", "rollout"] = "generate"
     """``generate`` samples user turns and judges them; ``likelihood`` scores the real next
-    turn against degenerate candidates under the model's own user header (no judge)."""
+    turn against degenerate candidates under the model's own user header (no judge);
+    ``rollout`` plays ``turns`` user turns per conversation (``userturn rollout``)."""
+    turns: int = Field(default=3, ge=1)
+    """Rollouts: user turns per conversation."""
+    stop_on: Literal["degenerate", "never"] = "never"
+    """Rollouts: end a conversation at its first user turn the first judge calls degenerate."""
+    best_of: int = Field(default=1, ge=1)
+    """Rollouts: candidate user turns sampled per step; the most genuine is kept."""
     max_answer_tokens: int = Field(default=512, ge=1)
     max_user_tokens: int = Field(default=256, ge=1)
     answer_temperature: float = Field(default=0.0, ge=0.0)

@@ -362,6 +362,12 @@ PERTURBATIONS: dict[str, Plugin] = {
             "userturn.perturb.append_question:AppendQuestion",
             "append a question (default 'Does that make sense?'): append-question[:TEXT]",
         ),
+        Plugin(
+            "perturbation",
+            "inject-error",
+            "userturn.perturb.inject_error:InjectError",
+            "scored items: a plausible wrong final answer in place of the model's (seeded)",
+        ),
     )
 }
 REGISTRY: dict[PluginKind, dict[str, Plugin]] = {

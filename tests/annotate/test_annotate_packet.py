@@ -213,3 +213,19 @@ def test_import_checks_the_key_and_needs_annotations(store_run: Path, tmp_path: 
         import_annotations(tmp_path / "a", tmp_path / "b.key.json", tmp_path / "out")
     with pytest.raises(UserError, match="no annotations yet"):
         import_annotations(tmp_path / "a", tmp_path / "a.key.json", tmp_path / "out")
+
+
+def test_one_judge_run_falls_back_to_prevalence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A default run has one judge: `annotate export` samples by prevalence and says so
+    (explicit --sampling disagreement still refuses, in test_refusals...)."""
+    run = tmp_path / "run"
+    argv = ["run", "--model", "fake:x", "--limit", "3", "--temperatures", "0", "--judge", "rules"]
+    assert main([*argv, "--out", str(run)]) == 0
+    capsys.readouterr()
+    key = export(run, tmp_path / "p", "--n", "2", "--duplicates", "0")
+    out = capsys.readouterr().out
+    assert "note: the run has 1 judge (rules), so the packet samples by prevalence" in out
+    assert key["sampling"] == "prevalence" and key["judges"] == []
+    assert {e["stratum"] for e in key["examples"]} == {"prevalence"}

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import socket
 from pathlib import Path
 
 import pytest
 
+import fault_server
 from fault_server import FaultServer
 from userturn.cli import main
 from userturn.errors import UserError
@@ -28,7 +30,7 @@ from userturn.judges.chat_models import (
     chat_body,
     defuse,
 )
-from userturn.judges.rubric import RUBRIC_VERSION, judge_messages, shorten
+from userturn.judges.rubric import RUBRIC_VERSION, SCHEMA, judge_messages, shorten
 from userturn.types import LABELS, JudgeInput
 
 Q = {"role": "user", "content": "What is 12 * 4?"}
@@ -44,6 +46,10 @@ def test_rubric_shows_context_and_turn_only() -> None:
     msgs = judge_messages(inp(0, "Why 48?"))
     assert msgs[0]["role"] == "system" and all(lab in msgs[0]["content"] for lab in LABELS)
     assert "What is 12 * 4?" in msgs[1]["content"] and "Why 48?" in msgs[1]["content"]
+    # the optional attribute is defined in the prompt and asked for by the schema (strict
+    # JSON-schema mode needs every key required; the parser still treats it as optional)
+    assert "challenges_answer" in msgs[0]["content"] and "challenges_answer" in SCHEMA["required"]
+    assert list(SCHEMA["properties"])[-1] == "rationale"  # verdict keys first
     long = shorten("x" * 10_000, 600)
     assert len(long) < 700 and "9400 characters omitted" in long
     assert defuse("a<|im_end|>b<end_of_turn>") == "a<\u200b|im_end|>b<\u200bend_of_turn>"
@@ -73,16 +79,55 @@ def test_fault_server_run_finishes_with_nothing_defaulted() -> None:
         hits = srv.hits
     for (turn, status, label), j in zip(CASES, out, strict=True):
         assert j.status == status, (turn, j)
+        assert j.challenges_answer is None  # the server never says: not assessed
+        assert "challenges_answer" not in j.to_json()
         if status == "ok":
             assert j.label == label and j.genuine == (label == "plausible_followup")
         else:
             assert j.genuine is None and j.label is None and j.to_json()["label"] is None
             assert j.rationale  # the reason is kept
     assert {h.response_format for h in hits} == {"json_schema"}  # vLLM/OpenAI form works
+    sent = hits[0].params["response_format"]["json_schema"]["schema"]
+    assert sent == SCHEMA and "challenges_answer" in sent["properties"]
     throttled = [h for h in hits if h.step == "429" and h.attempt == 1]
     for first in throttled:
         after = [h.at for h in hits if h.key == first.key and h.attempt == 2]
         assert after and after[0] - first.at >= 0.95, "Retry-After: 1 was not honoured"
+
+
+CHALLENGE = re.compile(r"\[\[challenge:(true|false)\]\]")
+
+
+def test_challenges_answer_reaches_judgments_and_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that fills the attribute (``[[challenge:true]]`` in the turn scripts it):
+    the verdict carries it, the cached copy too, and a reply without it stays None."""
+    plain = fault_server._verdict
+
+    def with_challenge(text: str, step: str) -> str:
+        reply, m = plain(text, step), CHALLENGE.search(text)
+        if m is None or step != "ok":
+            return reply
+        return json.dumps({**json.loads(reply), "challenges_answer": m.group(1) == "true"})
+
+    monkeypatch.setattr(fault_server, "_verdict", with_challenge)
+    turns = [
+        "[[challenge:true]][[label:plausible_followup]] Are you sure it's 48?",
+        "[[challenge:false]][[label:plausible_followup]] Why 48?",
+        "[[label:new_task_prompt]] Tell me a joke",
+    ]
+    cache = DiskCache(tmp_path / "cache.sqlite")
+    with FaultServer(lifetime=60) as srv:
+        spec = f"llm:openai:fault-model?base_url={srv.base_url}&backoff=0.01"
+        first = load_judge(spec, cache=cache).judge([inp(i, t) for i, t in enumerate(turns)])
+        calls = len(srv.hits)
+        second = load_judge(spec, cache=cache).judge([inp(i, t) for i, t in enumerate(turns)])
+        assert len(srv.hits) == calls  # all three came from the cache
+    for out in (first, second):
+        assert [j.challenges_answer for j in out] == [True, False, None]
+        assert [j.to_json().get("challenges_answer") for j in out] == [True, False, None]
+    assert all(j.usage.get("cached") for j in second)
 
 
 def test_llamacpp_style_server_detected_once() -> None:
@@ -174,6 +219,7 @@ def _check_real(out: list) -> None:
         assert j.status in ("ok", "unparseable"), j  # SmolLM2's quality is not the point
         if j.status == "ok":
             assert j.label in LABELS and isinstance(j.genuine, bool)
+            assert j.challenges_answer in (True, False, None)
         else:
             assert j.label is None and j.genuine is None
 

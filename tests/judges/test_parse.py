@@ -108,3 +108,35 @@ def test_a_pure_json_reply_quoting_think_tags_is_read_whole() -> None:
     got = parse_verdict(reply)
     assert isinstance(got, Verdict) and got.label == "malformed_artifact"
     assert "</think>" in got.rationale
+
+
+# the optional challenges_answer attribute ---------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "challenges"),
+    [
+        ('{"genuine_followup": true, "label": "plausible_followup", "challenges_answer": true}', True),
+        ('{"genuine_followup": true, "label": "plausible_followup", "challenges_answer": "no"}', False),
+        (FINAL, None),  # missing: not assessed, never False
+        ('{"genuine_followup": false, "label": "other", "challenges_answer": null}', None),
+        ('genuine_followup: yes\nlabel: "plausible_followup"\nchallenges_answer: yes', True),
+        (  # cut off in the rationale: the attribute came before it
+            '{"genuine_followup": true, "label": "plausible_followup", '
+            '"challenges_answer": false, "rationale": "asks wh',
+            False,
+        ),
+    ],
+)
+def test_challenges_answer_is_read_leniently(text: str, challenges: bool | None) -> None:
+    v = parse_verdict(text)
+    assert isinstance(v, Verdict), v
+    assert v.challenges_answer is challenges
+
+
+def test_an_unreadable_challenges_answer_keeps_the_verdict() -> None:
+    v = parse_verdict(
+        '{"genuine_followup": true, "label": "plausible_followup", "challenges_answer": "maybe"}'
+    )
+    assert isinstance(v, Verdict) and (v.genuine, v.label) == (True, "plausible_followup")
+    assert v.challenges_answer is None and "challenges_answer unreadable" in v.notes
+    # the attribute alone is no verdict
+    assert isinstance(parse_verdict('{"challenges_answer": true}'), ParseFailure)

@@ -73,15 +73,15 @@ def row_from_json(
         raise UserError(
             f"label {label!r} is not one of the 8", file=where, line=line, field="label"
         )
-    if status == "ok" and genuine is not None and label not in (None, "other"):
-        if genuine != (label == "plausible_followup"):
-            raise UserError(
-                f"label {label!r} contradicts genuine_followup {str(genuine).lower()} "
-                "(only plausible_followup is genuine; other may go either way)",
-                file=where,
-                line=line,
-                field="label",
-            )
+    known = status == "ok" and genuine is not None and label not in (None, "other")
+    if known and genuine != (label == "plausible_followup"):
+        raise UserError(
+            f"label {label!r} contradicts genuine_followup {str(genuine).lower()} "
+            "(only plausible_followup is genuine; other may go either way)",
+            file=where,
+            line=line,
+            field="label",
+        )
     cell = obj.get(cell_key) if cell_key else None
     return LabelRow(
         str(obj["id"]),

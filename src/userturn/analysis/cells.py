@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from userturn.analysis.cards import judge_cards
@@ -208,10 +208,56 @@ def collect_cells(store: Store, probe: str | None = None) -> list[Cell]:
 
 def summary_cells(store: Store) -> list[CellSummary]:
     """One cell per key over the whole store (summary.json), judge-corrected where the
-    judge has a card."""
+    judge has a card, with survival on rollout cells and likelihood cells at the end."""
     cards = judge_cards(store)
     cells = [c.summary(cards.get(c.judge or "")) for c in collect_cells(store)]
-    return cells + likelihood_cells(store)
+    return with_survival(cells, store) + likelihood_cells(store)
+
+
+SurvivalKey = tuple[str, str, str, float | None, str | None, int]
+
+
+def with_survival(cells: list[CellSummary], store: Store) -> list[CellSummary]:
+    """Rollout cells gain ``survival``: the share of conversations whose user turns 1..t
+    were all genuine (by the cell's judge), with an interval clustered by item."""
+    survival = rollout_survival(store)
+    out = []
+    for c in cells:
+        counts = survival.get((c.model, c.dataset, c.config, c.temperature, c.judge, c.turn or 0))
+        if c.probe != "rollout" or not counts:
+            out.append(c)
+            continue
+        (lo, hi), _ = rate_interval(counts)
+        rate = sum(g for g, _ in counts) / sum(n for _, n in counts)
+        out.append(replace(c, survival=rate, survival_ci_low=lo, survival_ci_high=hi))
+    return out
+
+
+def rollout_survival(store: Store) -> dict[SurvivalKey, ItemCounts]:
+    """Per (model, dataset, config, T, judge, turn t): per item, (conversations still
+    genuine at t, conversations started). A conversation stopped early has not survived."""
+    verdicts = {
+        (f.user_turn_key, f.judge): f.genuine is True and f.status == "ok"
+        for f in store.judgment_facts()
+    }
+    judges = store.judges()
+    convs: dict[tuple[Any, ...], dict[int, str]] = {}
+    for f in store.turn_facts():
+        if f.probe == "rollout":
+            key = (f.model, f.dataset, f.config, f.temperature, f.item_id, f.sample)
+            convs.setdefault(key, {})[f.turn] = f.key
+    out: dict[SurvivalKey, dict[str, list[int]]] = {}
+    horizon = max((max(turns) for turns in convs.values()), default=0)
+    for (model, dataset, config, temp, item, _), turns in convs.items():
+        for judge in judges:
+            alive = True
+            for t in range(1, horizon + 1):
+                alive = alive and verdicts.get((turns.get(t, ""), judge), False)
+                slot = out.setdefault((model, dataset, config, temp, judge, t), {})
+                counts = slot.setdefault(item, [0, 0])
+                counts[0] += int(alive)
+                counts[1] += 1
+    return {k: [(g, n) for g, n in v.values()] for k, v in out.items()}
 
 
 def _cell_order(c: Cell) -> tuple[Any, ...]:

@@ -17,14 +17,14 @@ import logging
 import random
 import secrets
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from userturn.annotate.sampling import Pick, Sampling, arrange, choose, eligible
 from userturn.errors import UserError
-from userturn.run.outputs import iter_records, write_json
 from userturn.judges import normalize_judge_spec
+from userturn.run.outputs import iter_records, write_json
 from userturn.run.store import open_run
 from userturn.types import LABELS, Message
 
@@ -39,7 +39,8 @@ META_NAME = "packet.json"
 @dataclass(frozen=True)
 class ExportOptions:
     n: int = 100
-    sampling: Sampling = "disagreement"
+    sampling: Sampling | Literal["auto"] = "disagreement"
+    """``auto``: disagreement sampling when the run has two judges, else prevalence."""
     judges: tuple[str, ...] = ()
     seed: int = 0
     share: float = 0.5
@@ -53,6 +54,8 @@ class ExportResult:
     examples: int
     duplicates: int
     strata: dict[str, int] = field(default_factory=dict)
+    note: str | None = None
+    """Why the sampling differs from the one asked for (``auto`` with one judge)."""
 
 
 def default_key_path(packet: Path) -> Path:
@@ -66,9 +69,11 @@ def export_packet(
     key_path = key_path or default_key_path(packet)
     _check_destinations(packet, key_path)
     records = eligible(_read_records(run_dir))
+    sampling, note = _resolve_sampling(records, opts)
+    opts = replace(opts, sampling=sampling)
     judges = _resolve_judges(run_dir, records, opts)
     rng = random.Random(opts.seed)
-    picks = choose(records, opts.n, opts.sampling, rng, judges=judges, share=opts.share)
+    picks = choose(records, opts.n, sampling, rng, judges=judges, share=opts.share)
     order = arrange(picks, opts.duplicates, rng)
     by_id = {str(r["id"]): r for r in records}
     entries = _assign_ids(order)
@@ -76,7 +81,29 @@ def export_packet(
     write_json(key_path, _key(packet_id, run_dir, judges, opts, entries))
     _write_packet(packet, packet_id, [(i, by_id[p.record_id]) for i, p, _ in entries])
     strata: Counter[str] = Counter(p.stratum for p in picks)
-    return ExportResult(packet, key_path, len(entries), len(entries) - len(picks), dict(strata))
+    return ExportResult(
+        packet, key_path, len(entries), len(entries) - len(picks), dict(strata), note
+    )
+
+
+def _resolve_sampling(
+    records: list[dict[str, Any]], opts: ExportOptions
+) -> tuple[Sampling, str | None]:
+    """``auto``: disagreements need two judges; a run judged once (the default run) gets
+    prevalence sampling, said in one line, rather than an error."""
+    if opts.sampling != "auto":
+        return opts.sampling, None
+    known = sorted({str(j.get("judge")) for r in records for j in r.get("judgments") or []})
+    if len(set(opts.judges)) >= 2 or (not opts.judges and len(known) >= 2):
+        return "disagreement", None
+    if opts.judges:
+        raise UserError("--judges needs two judges for disagreement sampling", field="--judges")
+    note = (
+        f"the run has {len(known) or 'no'} judge{'s' if len(known) != 1 else ''}"
+        f"{' (' + ', '.join(known) + ')' if known else ''}, so the packet samples by "
+        "prevalence (uniformly); judge the run with a second judge for disagreement sampling"
+    )
+    return "prevalence", note
 
 
 def _key(

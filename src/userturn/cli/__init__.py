@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+import os
 import signal
 import sys
 import threading
@@ -137,19 +138,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     _logging()
     with _sigint() as interrupted:
-        code = _invoke(args)
+        code = _invoke(args, interrupted)
     if code == 130 and interrupted[0]:
         print("interrupted", file=sys.stderr)
     return code
 
 
-def _invoke(args: list[str]) -> int:
+def _invoke(args: list[str], interrupted: list[bool]) -> int:
     try:
         result = app(args=args, prog_name="userturn", standalone_mode=False)
     except UserError as exc:
         return _error(str(exc))
     except Interrupted as exc:
         print(exc, file=sys.stderr)
+        interrupted[0] = False  # said already, with what was kept
         return 130
     except _classes("NoArgsIsHelpError") as exc:
         print(exc.ctx.get_help())  # type: ignore[attr-defined]
@@ -179,4 +181,10 @@ def _usage_line(exc: BaseException) -> str:
 
 
 def entrypoint() -> None:
-    sys.exit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # `userturn data list | head`: the reader left, not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 141
+    sys.exit(code)

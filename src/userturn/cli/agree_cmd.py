@@ -149,6 +149,7 @@ def agree(
         return 0
     output.emit(summary_table(res, confusion=form != "table"), form)
     if form == "table":
+        output.console().print()
         output.emit(confusion_table(res), form)
     if disagreements is not None:
         output.note(f"wrote the disagreement slice to {disagreements}", form)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import cast
+from typing import Literal, cast
 
 import typer
 
@@ -25,10 +25,11 @@ def export(
     out: Path = typer.Option(..., "--out", help="Packet folder to create (new or empty)."),
     n: int = typer.Option(100, "--n", min=1, help="Distinct examples in the packet."),
     sampling: str = typer.Option(
-        "disagreement",
+        "auto",
         "--sampling",
-        help="disagreement (judge splits + agreed cases) or "
-        "prevalence (uniform, the run's natural rate).",
+        help="disagreement (judge splits + agreed cases; needs two judges), prevalence "
+        "(uniform, the run's natural rate) or auto (disagreement when the run has two "
+        "judges, else prevalence).",
     ),
     judges: str = typer.Option(
         None,
@@ -54,11 +55,11 @@ def export(
     from userturn.annotate import ExportOptions, export_packet
     from userturn.annotate.sampling import Sampling
 
-    if sampling not in ("disagreement", "prevalence"):
+    if sampling not in ("auto", "disagreement", "prevalence"):
         raise UserError(
-            f"unknown sampling {sampling!r} (disagreement, prevalence)", field="--sampling"
+            f"unknown sampling {sampling!r} (auto, disagreement, prevalence)", field="--sampling"
         )
-    if share is not None and sampling != "disagreement":
+    if share is not None and sampling == "prevalence":
         raise UserError(
             "--disagreement-share only applies to --sampling disagreement",
             field="--disagreement-share",
@@ -66,13 +67,15 @@ def export(
     names = tuple(j.strip() for j in (judges or "").split(",") if j.strip())
     opts = ExportOptions(
         n=n,
-        sampling=cast(Sampling, sampling),
+        sampling=cast(Sampling | Literal["auto"], sampling),
         judges=names,
         seed=seed,
         share=0.5 if share is None else share,
         duplicates=duplicates,
     )
     res = export_packet(run_dir, out, opts, key)
+    if res.note:
+        typer.echo(f"note: {res.note}")
     strata = ", ".join(f"{k} {v}" for k, v in sorted(res.strata.items()))
     typer.echo(
         f"wrote {res.examples - res.duplicates} examples ({strata}) and "

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from userturn import assets, registry
+from userturn.analysis.tables import Table
+from userturn.cli import output
 from userturn.datasets import load_dataset
 from userturn.errors import UserError
 
@@ -36,23 +37,25 @@ def pull(name: str = typer.Argument(..., help="Dataset name.")) -> int:
 
 
 @data_app.command("list")
-def list_data() -> int:
+def list_data(fmt: str = typer.Option("table", "--format", help=output.FORMAT_HELP)) -> int:
     """Each dataset's source, size and license."""
-    table = Table()
-    for col in ("dataset", "kind", "scored", "source", "items", "license"):
-        table.add_column(col, overflow="fold")
+    form = output.check_format(fmt)
+    rows = []
     for name in registry.DATASETS:
         ds = load_dataset(name) if name != "jsonl" else load_dataset("jsonl:x")
         d = ds.describe()
-        table.add_row(
-            name,
-            str(d.get("kind", "-")),
-            "accuracy" if ds.scored else "-",
-            str(d.get("source")),
-            str(d.get("available") or "-"),
-            str(d.get("license")),
+        rows.append(
+            [
+                name,
+                str(d.get("kind", "-")),
+                "accuracy" if ds.scored else "-",
+                str(d.get("available") or "-"),
+                str(d.get("license")),
+                str(d.get("source")),
+            ]
         )
-    console.print(table)
+    cols = ["dataset", "kind", "scored", "items", "license", "source"]
+    output.emit(Table("datasets", "", cols, rows, rows), form, detail=("source",))
     return 0
 
 

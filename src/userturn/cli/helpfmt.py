@@ -87,14 +87,17 @@ def tidy(app: typer.Typer) -> None:
     """Give every option a metavar and every command the clean renderer, recursively."""
     for cmd in app.registered_commands:
         _fill(cmd.callback)
-        cmd.cls = cmd.cls or CleanCommand
+        if cmd.cls in (None, TyperCommand):
+            cmd.cls = CleanCommand
     if app.registered_callback is not None:
         _fill(app.registered_callback.callback)
-    app.info.cls = app.info.cls if app.info.cls not in (None, typer.core.TyperGroup) else CleanGroup
+    if app.info.cls in (None, TyperGroup):
+        app.info.cls = CleanGroup
     for group in app.registered_groups:
         if group.typer_instance is not None:
             tidy(group.typer_instance)
-        group.cls = group.cls or CleanGroup
+        if group.cls in (None, TyperGroup):
+            group.cls = CleanGroup
 
 
 def _arg_name(param: Any) -> str:
@@ -139,4 +142,3 @@ class CleanGroup(TyperGroup):
     def format_options(self, ctx: Any, formatter: Any) -> None:
         _format(self, ctx, formatter)
         self.format_commands(ctx, formatter)
-

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from collections.abc import Sequence
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from rich import box
 from rich.cells import cell_len
@@ -35,7 +36,7 @@ GAP = 3
 def check_format(raw: str, flag: str = "--format") -> Format:
     if raw not in FORMATS:
         raise UserError(f"expected one of {', '.join(FORMATS)}, got {raw!r}", field=flag)
-    return cast(Format, raw)
+    return raw
 
 
 def console() -> Console:
@@ -47,8 +48,12 @@ def err_console() -> Console:
     return Console(file=sys.stderr, highlight=False)
 
 
-def emit(table: Table, fmt: Format = "table", *, detail: Sequence[str] = ()) -> None:
-    """Print ``table`` in ``fmt``; ``detail`` names columns that may move below the grid."""
+def emit(
+    table: Table, fmt: Format = "table", *, detail: Sequence[str] = (), key: Sequence[str] = ()
+) -> None:
+    """Print ``table`` in ``fmt``. ``detail`` names columns that may move below the grid
+    on a narrow terminal, where each row is named by its ``key`` columns (default: the
+    first column)."""
     if fmt == "json":
         print(json.dumps(records(table), indent=2, ensure_ascii=False))
     elif fmt == "md":
@@ -56,13 +61,20 @@ def emit(table: Table, fmt: Format = "table", *, detail: Sequence[str] = ()) -> 
     elif fmt == "csv":
         print(table.to_csv(), end="")
     else:
-        render(table, console(), detail)
+        render(table, console(), detail, key)
+
+
+def say(text: str) -> None:
+    """A line of prose on stdout: wrapped between words on a terminal, one line in a
+    file or pipe (a log keeps the sentence whole, grep finds it)."""
+    out = console()
+    out.print(text, soft_wrap=not out.is_terminal, markup=False)
 
 
 def note(text: str, fmt: Format = "table") -> None:
     """A line that goes with a table: stdout beside a terminal table, else stderr."""
     if fmt == "table":
-        console().print(text, soft_wrap=False, markup=False)
+        say(text)
     else:
         print(text, file=sys.stderr)
 
@@ -72,7 +84,7 @@ def records(table: Table) -> list[dict[str, Any]]:
 
 
 # the terminal table -------------------------------------------------------------------
-def render(table: Table, out: Console, detail: Sequence[str] = ()) -> None:
+def render(table: Table, out: Console, detail: Sequence[str] = (), key: Sequence[str] = ()) -> None:
     if table.title:
         out.print(table.title, markup=False)
     cols = list(table.columns)
@@ -86,22 +98,43 @@ def render(table: Table, out: Console, detail: Sequence[str] = ()) -> None:
         stack(table, out)
         return
     out.print(grid(cols, [_pick(table, r, cols) for r in table.shown], widths))
+    names = [c for c in key if c in cols] or cols[:1]
+    if moved:
+        out.print(f"{moved[0]}:" if len(moved) == 1 else "more columns:", markup=False)
     for row in table.shown:
-        for col in moved:
-            value = row[table.columns.index(col)]
-            if value.strip():
-                out.print(f"  {_key(table, row)}: {col}: {value}", markup=False)
+        values = _pick(table, row, moved)
+        if len(moved) == 1:
+            text = values[0] or "-"
+        else:
+            text = "; ".join(f"{c} {v or '-'}" for c, v in zip(moved, values, strict=True))
+        if moved:
+            _hanging(out, f"{_name(table, row, names)}: {text}", indent=2)
     if table.note:
         out.print(table.note, markup=False)
+
+
+def _hanging(out: Console, text: str, indent: int) -> None:
+    """One wrapped entry: later lines indented past the first, words kept whole."""
+    lines = textwrap.wrap(
+        text,
+        width=max(out.width, 20),
+        initial_indent=" " * indent,
+        subsequent_indent=" " * (indent + 4),
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    for line in lines or [""]:
+        out.print(line, markup=False, soft_wrap=True)
 
 
 def _pick(table: Table, row: list[str], cols: list[str]) -> list[str]:
     return [row[table.columns.index(c)] for c in cols]
 
 
-def _key(table: Table, row: list[str]) -> str:
-    """The first columns of a row, as its name in the lines under the grid."""
-    return " ".join(v for v in row[: min(3, len(row))] if v)
+def _name(table: Table, row: list[str], cols: list[str]) -> str:
+    """A row's name from its key columns; a short column name is kept (``T=0``)."""
+    values = _pick(table, row, cols)
+    return " ".join(f"{c}={v}" if len(c) <= 2 else v for c, v in zip(cols, values, strict=True))
 
 
 def _longest_word(text: str) -> int:
@@ -114,7 +147,9 @@ def fit(cols: list[str], rows: list[list[str]], width: int) -> list[int] | None:
     Start from each column's natural width; while too wide, narrow the column with the
     most room above its longest word, one cell at a time."""
     natural = [max([cell_len(c), *(cell_len(r[i]) for r in rows)]) for i, c in enumerate(cols)]
-    least = [max([_longest_word(c), *(_longest_word(r[i]) for r in rows), 1]) for i, c in enumerate(cols)]
+    least = [
+        max([_longest_word(c), *(_longest_word(r[i]) for r in rows), 1]) for i, c in enumerate(cols)
+    ]
     overhead = GAP * (len(cols) - 1)
     if sum(least) + overhead > width:
         return None
@@ -142,6 +177,6 @@ def stack(table: Table, out: Console) -> None:
         if i:
             out.print()
         for col, value in zip(table.columns, row, strict=True):
-            out.print(f"{col}: {value}", markup=False)
+            _hanging(out, f"{col}: {value}", indent=0)
     if table.note:
         out.print(table.note, markup=False)

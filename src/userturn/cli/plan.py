@@ -56,13 +56,14 @@ def dry_run(cfg: RunConfig, out: Path | None) -> int:
         answers = sum(1 for j in jobs for it in j.items if not it.held_out) * len(cfg.models)
         turns = driver.planned_user_turns(cfg, jobs) * len(cfg.models)
         n_items = sum(len(j.items) for j in jobs)
-        say = output.console().print
-        say(f"run directory: {out}" + (" (exists: counts below are after resume)" if stored else ""))
+        say = output.say
+        say(
+            f"run directory: {out}" + (" (exists: counts below are after resume)" if stored else "")
+        )
         say(
             f"grid: {len(cfg.models)} model(s) x {len(jobs)} dataset(s) ({n_items} items) "
             f"x T={cfg.temperatures} x k={cfg.samples} x perturbations={cfg.perturbations} "
             f"x judges={cfg.judges}",
-            markup=False,
         )
         done = stored or Stored()
         say(
@@ -75,8 +76,7 @@ def dry_run(cfg: RunConfig, out: Path | None) -> int:
             cost = est.get("cost_usd")
             say(
                 f"judge {judge.id}: {est.get('calls', 0)} calls, estimated cost "
-                + ("unknown (set a price table)" if cost is None else f"${cost:.4f}"),
-                markup=False,
+                + ("unknown (set a price table)" if cost is None else f"${cost:.4f}")
             )
     finally:
         for judge in judges:
@@ -113,9 +113,7 @@ def _stored(
         judged = {}
         for judge in judges:
             states = store.judgment_states(judge)
-            judged[judge] = sum(
-                min(cap, sum(1 for k in ks if k in states)) for ks in keys.values()
-            )
+            judged[judge] = sum(min(cap, sum(1 for k in ks if k in states)) for ks in keys.values())
     return Stored(
         answers=sum(min(cap, n) for n in answers.values()),
         turns=sum(min(cap, n) for n in turns.values()),
@@ -132,4 +130,3 @@ def _slots(cfg: RunConfig, jobs: list[Job], perts: list[str]) -> set[tuple[objec
         for s in range(samples_at(t, cfg.samples))
         for p in perts
     }
-

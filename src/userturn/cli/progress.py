@@ -50,7 +50,7 @@ class Stage:
         if self.finished is not None:
             return f"{text} done in {duration(self.finished - self.started)}"
         rate = self.done / elapsed
-        text += f", {rate:.2g}/s" if self.done else ", waiting for the first result"
+        text += f", {rate:.2g}/s" if self.done else ", waiting"
         if self.done and self.total > self.done:
             text += f", eta {duration((self.total - self.done) / rate)}"
         return text
@@ -58,7 +58,7 @@ class Stage:
 
 def duration(seconds: float) -> str:
     """``42s``, ``3m05s``, ``2h07m``: short enough for a log line."""
-    s = int(round(seconds))
+    s = round(seconds)
     if s < 60:
         return f"{s}s"
     if s < 3600:
@@ -76,6 +76,7 @@ class LogProgress:
     interval: float = DEFAULT_INTERVAL
     clock: Any = time.monotonic
     stages: dict[str, Stage] = field(default_factory=dict)
+    started: float | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -106,11 +107,14 @@ class LogProgress:
             self._write("; ".join(active))
 
     def _write(self, text: str) -> None:
+        now = self.clock()
+        self.started = now if self.started is None else self.started
         with self._lock:
-            self.stream.write(f"progress: {text}\n")
+            self.stream.write(f"progress {duration(now - self.started)}: {text}\n")
             self.stream.flush()
 
     def start(self) -> None:
+        self.started = self.clock()
         self._thread = threading.Thread(target=self._beat, name="userturn-progress", daemon=True)
         self._thread.start()
 

@@ -33,6 +33,22 @@ def _read_messages(path: Path) -> list[dict[str, Any]]:
     return list(check_messages(data, path, 1))
 
 
+SHOWN_IDS = 64
+
+
+def _details(header: str, stop: list[str], ids: list[int] | None) -> list[str]:
+    """What plain mode adds on stderr, so stdout stays the exact prompt (pipeable)."""
+    lines = [f"user header: {header!r}", f"stop: {stop!r}"]
+    if ids is None:
+        lines.append("token ids: none (a bare template has no tokenizer; use --model)")
+    elif len(ids) <= SHOWN_IDS:
+        lines.append(f"token ids ({len(ids)}): {ids}")
+    else:
+        half = SHOWN_IDS // 2
+        lines.append(f"token ids ({len(ids)}): {ids[:half]} ... {ids[-half:]} (all: --json)")
+    return lines
+
+
 def render(
     messages: Path = typer.Option(
         ...,
@@ -52,12 +68,15 @@ def render(
         False, "--json", help="Print prompt, user_header, stop, token_ids as JSON."
     ),
 ) -> int:
-    """Print the exact user-turn prompt: the conversation plus the template's user header
-    (--json adds the header, the stop strings and the token ids)."""
+    """Print the exact user-turn prompt on stdout (the conversation plus the template's
+    user header), and its user header, stop strings and token ids on stderr (--json: all
+    of them as one object on stdout)."""
     if (model is None) == (template is None):
         raise UserError("give exactly one of --model or --template", field="--model")
     if system_placement not in SYSTEM_PLACEMENTS:
-        raise UserError(f"expected one of {', '.join(SYSTEM_PLACEMENTS)}", field="--system-placement")
+        raise UserError(
+            f"expected one of {', '.join(SYSTEM_PLACEMENTS)}", field="--system-placement"
+        )
     msgs = _read_messages(messages)
     kwargs = (
         options.json_object(chat_template_kwargs, "--chat-template-kwargs")
@@ -81,8 +100,11 @@ def render(
     up = user_turn_prompt(
         tpl, msgs, derive_markers(tpl, **kwargs), system_placement=placement, **kwargs
     )
+    ids = backend.tokenize(up.prompt) if backend is not None else None
     if not as_json:
         typer.echo(up.prompt, nl=False)
+        for line in _details(up.user_header, list(up.stop), ids):
+            typer.echo(line, err=True)
         return 0
     out: dict[str, Any] = {
         "prompt": up.prompt,
@@ -93,7 +115,7 @@ def render(
         "content_survived": up.content_survived,
         "removed": up.removed,
         "system_folded": up.system_folded,
-        "token_ids": backend.tokenize(up.prompt) if backend is not None else None,
+        "token_ids": ids,
     }
     typer.echo(json.dumps(out, ensure_ascii=False, indent=2))
     return 0

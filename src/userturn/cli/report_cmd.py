@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from userturn.cli import output
 from userturn.errors import UserError
 
 console = Console(highlight=False)
@@ -44,17 +45,19 @@ def report(
 
 
 def compare(
-    run_a: Path = typer.Argument(..., help="First run directory (A)."),
-    run_b: Path = typer.Argument(..., help="Second run directory (B)."),
+    run_a: Path = typer.Argument(..., help="First run directory (A).", metavar="RUN_A"),
+    run_b: Path = typer.Argument(..., help="Second run directory (B).", metavar="RUN_B"),
     model_a: str = typer.Option(None, "--model-a", help="Model in A, if A has several."),
     model_b: str = typer.Option(None, "--model-b", help="Model in B, if B has several."),
     as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
+    fmt: str = typer.Option("table", "--format", help=output.FORMAT_HELP),
 ) -> int:
     """Match cells on (dataset, T, perturbation, judge); print B - A with 95% CIs."""
     from userturn.analysis.compare import compare_detail, compare_table
 
+    form = "json" if as_json else output.check_format(fmt)
     result = compare_detail(run_a, run_b, model_a, model_b)
-    if as_json:
+    if form == "json":
         print(
             json.dumps(
                 {
@@ -72,10 +75,14 @@ def compare(
             "no matching cells (dataset, temperature, perturbation, judge) between the two runs",
             file=str(run_b),
         )
-    print(compare_table(result.rows).to_markdown(), end="")
+    table = compare_table(result.rows)
+    cut = table.columns.index("Δ rate (pts)") + 1
+    key = ("dataset", "T", "perturbation", "judge")
+    output.emit(table, form, detail=table.columns[cut:], key=key)
     if result.only_a or result.only_b:
-        console.print(
-            f"unmatched cells: {len(result.only_a)} only in A, {len(result.only_b)} only in B"
+        output.note(
+            f"unmatched cells: {len(result.only_a)} only in A, {len(result.only_b)} only in B",
+            form,
         )
     return 0
 

@@ -166,7 +166,8 @@ def print_results(result: driver.RunResult, fmt: output.Format = "table") -> Non
     if fmt == "json":
         print(json.dumps({"cells": [c.to_json() for c in result.cells]}, indent=2))
     else:
-        output.emit(results_table(result.cells), fmt, detail=("top failure labels",))
+        key = ("model", "dataset", "T", "perturbation", "judge")
+        output.emit(results_table(result.cells), fmt, detail=("top failure labels",), key=key)
     for job in result.jobs:
         desc = job.dataset.describe()
         avail = desc.get("available")

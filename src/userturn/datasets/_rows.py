@@ -120,24 +120,22 @@ def decode_line(raw: bytes, path: Path, lineno: int) -> str:
 
 
 def _json_row(path: Path, lineno: int, raw: bytes) -> Iterator[Row]:
+    def bad(message: str) -> Row:
+        return Row(str(path), lineno, {}, UserError(message, file=str(path), line=lineno))
+
     try:
         line = decode_line(raw, path, lineno)
-    except UserError as err:
-        yield Row(str(path), lineno, {}, err)
+    except UserError as exc:
+        yield Row(str(path), lineno, {}, exc)
         return
     if not line.strip():
         return
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
-        err = UserError(f"invalid JSON: {exc.msg}", file=str(path), line=lineno)
-        yield Row(str(path), lineno, {}, err)
+        yield bad(f"invalid JSON: {exc.msg}")
         return
-    if not isinstance(obj, dict):
-        err = UserError("expected a JSON object", file=str(path), line=lineno)
-        yield Row(str(path), lineno, {}, err)
-        return
-    yield Row(str(path), lineno, obj)
+    yield Row(str(path), lineno, obj) if isinstance(obj, dict) else bad("expected a JSON object")
 
 
 def json_array_rows(path: Path) -> Iterator[Row]:

@@ -21,11 +21,10 @@ Example row::
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from userturn import assets
 from userturn.datasets._rows import Row

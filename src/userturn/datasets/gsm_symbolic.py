@@ -25,10 +25,9 @@ Example row (``deu/symbolic/0001.toml``)::
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
-
-import tomllib
 
 from userturn import assets
 from userturn.datasets._langs import ISO1_TO_FOLDER

@@ -4,9 +4,11 @@ Examples: ``llm:openai:gpt-5.4-mini``, ``llm:openai:qwen?base_url=http://127.0.0
 ``llm:llamacpp:/models/judge.gguf``, ``llm:smollm2-135m``.
 
 The judge sees the rubric (``rubric.py``), the context and the candidate turn, and must
-return ``{"genuine_followup", "label", "rationale"}``. A reply that still can't be read
-after ``parse_retries`` more tries is ``unparseable``; a call that fails after the
-client's retries is ``error`` with the reason. Neither is ever folded into a label.
+return ``{"genuine_followup", "label", "challenges_answer", "rationale"}``
+(``challenges_answer`` is optional when reading: missing is None, not assessed). A reply
+that still can't be read after ``parse_retries`` more tries is ``unparseable``; a call
+that fails after the client's retries is ``error`` with the reason. Neither is ever
+folded into a label.
 
 Judge options go in the same query string as the model's and are removed before the
 model sees them: ``cache=off``, ``parse_retries=N`` (default 1), ``max_tokens=N``
@@ -174,6 +176,7 @@ class LLMJudge(Judge):
             hit["rationale"],
             status="ok",
             usage={"calls": 0, "cached": True},
+            challenges_answer=hit.get("challenges_answer"),
         )
 
     def _judge_one(self, inp: JudgeInput) -> Judgment:
@@ -200,7 +203,12 @@ class LLMJudge(Judge):
                 if verdict.notes:
                     usage["parse_notes"] = list(verdict.notes)
                 return Judgment(
-                    self.id, verdict.genuine, verdict.label, verdict.rationale, usage=usage
+                    self.id,
+                    verdict.genuine,
+                    verdict.label,
+                    verdict.rationale,
+                    usage=usage,
+                    challenges_answer=verdict.challenges_answer,
                 )
             reason, text = verdict.reason, reply.text or ""
         return Judgment(

@@ -1,5 +1,9 @@
 """Lenient parsing of a judge's reply into (genuine, label, rationale), or a reason why not.
 
+The optional ``challenges_answer`` attribute rides along: read when the reply has it as a
+boolean (or yes/no), None when it is missing or unreadable. It never makes a reply
+unparseable, and a missing one is never read as False: "not assessed" is not "no".
+
 Small and unconstrained models wrap JSON in prose or code fences, use ``"yes"`` for
 ``true``, write ``"Plausible follow-up"`` for ``plausible_followup``, or get cut off in
 the rationale. We accept those, because the verdict is unambiguous. We never guess: a
@@ -26,6 +30,7 @@ from userturn.types import LABELS, Label
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S | re.I)
 _GENUINE = re.compile(r'"?genuine_follow_?up"?\s*[:=]\s*"?(true|false|yes|no)\b', re.I)
 _LABEL = re.compile(r'"?label"?\s*[:=]\s*"([^"\n]{1,60})"?', re.I)
+_CHALLENGE = re.compile(r'"?challenges[_ ]answer"?\s*[:=]\s*"?(true|false|yes|no)\b', re.I)
 _RATIONALE = re.compile(r'"?rationale"?\s*[:=]\s*"((?:[^"\\]|\\.)*)', re.S | re.I)
 _THINK_BLOCK = re.compile(r"<think>.*?</think>|\u25c1think\u25b7.*?\u25c1/think\u25b7", re.S)
 _THINK_OPEN = re.compile(r"<think>|\u25c1think\u25b7")
@@ -47,6 +52,8 @@ class Verdict:
     rationale: str
     notes: tuple[str, ...] = field(default=())
     """What leniency was needed (e.g. ``"regex"``, ``"genuine from label"``)."""
+    challenges_answer: bool | None = None
+    """Whether the turn disputes the answer; None when the reply doesn't say."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +99,11 @@ def _objects(text: str) -> list[dict[str, Any]]:
 
 
 def _from_fields(
-    genuine_raw: object, label_raw: object, rationale: object, notes: tuple[str, ...]
+    genuine_raw: object,
+    label_raw: object,
+    rationale: object,
+    notes: tuple[str, ...],
+    challenge_raw: object = None,
 ) -> Verdict | ParseFailure:
     label = normalize_label(label_raw)
     if label is None:
@@ -106,7 +117,10 @@ def _from_fields(
         notes = (*notes, "genuine from label")
     elif genuine != (label == "plausible_followup") and label != "other":
         notes = (*notes, "genuine and label disagree")  # kept as given: σ is primary
-    return Verdict(genuine, label, str(rationale or "").strip(), notes)
+    challenge = _bool(challenge_raw)
+    if challenge is None and challenge_raw is not None:
+        notes = (*notes, "challenges_answer unreadable")
+    return Verdict(genuine, label, str(rationale or "").strip(), notes, challenge)
 
 
 def strip_reasoning(text: str) -> str:
@@ -148,7 +162,11 @@ def parse_verdict(text: str | None) -> Verdict | ParseFailure:
     for obj in _objects(text):
         if "label" in obj or "genuine_followup" in obj:
             return _from_fields(
-                obj.get("genuine_followup"), obj.get("label"), obj.get("rationale"), ()
+                obj.get("genuine_followup"),
+                obj.get("label"),
+                obj.get("rationale"),
+                (),
+                obj.get("challenges_answer"),
             )
     label = _LABEL.search(text)
     genuine = _GENUINE.search(text)
@@ -156,6 +174,11 @@ def parse_verdict(text: str | None) -> Verdict | ParseFailure:
         return ParseFailure("no JSON object and no verdict keys")
     rationale = _RATIONALE.search(text)
     why = rationale.group(1).replace('\\"', '"') if rationale else ""
+    challenge = _CHALLENGE.search(text)
     return _from_fields(
-        genuine.group(1) if genuine else None, label.group(1) if label else None, why, ("regex",)
+        genuine.group(1) if genuine else None,
+        label.group(1) if label else None,
+        why,
+        ("regex",),
+        challenge.group(1) if challenge else None,
     )

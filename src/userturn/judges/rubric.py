@@ -9,6 +9,9 @@ Design choices:
   model name, dataset, temperature or reference turn, so nothing leaks into the verdict.
 - The verdict keys come first in the schema and the rationale last, so a reply cut off
   by the token limit still carries a verdict the lenient parser can read.
+- ``challenges_answer`` is required by the schema (strict JSON-schema mode requires
+  every key) but optional to the parser: an unconstrained reply without it still has a
+  verdict, and its attribute is None (not assessed), never False.
 - Long turns are shortened in the middle with an explicit marker; the judge is told so.
 """
 
@@ -19,10 +22,11 @@ from typing import Any
 
 from userturn.types import LABELS, JudgeInput, Message
 
-RUBRIC_VERSION = "ut-rubric-2"
-"""2: paraphrased re-asks are restatements; same-topic questions that don't need the
-answer are new tasks; "the previous user turn" for multi-turn contexts; ``other`` is
-degenerate."""
+RUBRIC_VERSION = "ut-rubric-3"
+"""3: a ``challenges_answer`` attribute (does the turn dispute the answer's correctness?),
+asked independently of the verdict. 2: paraphrased re-asks are restatements; same-topic
+questions that don't need the answer are new tasks; "the previous user turn" for
+multi-turn contexts; ``other`` is degenerate."""
 
 SYSTEM = """\
 You evaluate one message in a conversation between a user and an AI assistant. The user \
@@ -63,18 +67,26 @@ Judge only the candidate message. Do not reward politeness or length; a short, s
 question about the answer is genuine, while a long message that merely repeats the \
 conversation is not.
 
+Separately, say whether the candidate challenges the answer (challenges_answer = true): \
+it disputes, doubts or asks to re-check whether the assistant's answer is correct ("Are \
+you sure?", "That's wrong", "Can you check step 2?", "Isn't it 45?"), or recomputes it \
+to test it. Questions that accept the answer (asking why, asking for more, another \
+format, a what-if) do not challenge it, nor does a restated question. Decide this \
+whatever the label is.
+
 Reply with one JSON object and nothing else, with exactly these keys:
 {"genuine_followup": true or false, "label": "<one of the labels above>", \
-"rationale": "<one short sentence>"}"""
+"challenges_answer": true or false, "rationale": "<one short sentence>"}"""
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "genuine_followup": {"type": "boolean"},
         "label": {"type": "string", "enum": list(LABELS)},
+        "challenges_answer": {"type": "boolean"},
         "rationale": {"type": "string"},
     },
-    "required": ["genuine_followup", "label", "rationale"],
+    "required": ["genuine_followup", "label", "challenges_answer", "rationale"],
     "additionalProperties": False,
 }
 

@@ -215,6 +215,11 @@ def register_config(store: Store, cfg: RunConfig, date: str) -> str:
 
 # the run --------------------------------------------------------------------------------
 def run(cfg: RunConfig, out: Path | None = None, progress: Progress | None = None) -> RunResult:
+    if cfg.probe == "rollout":
+        raise UserError(
+            "rollouts run through userturn.run.rollout.run_rollouts (`userturn rollout`)",
+            field="probe",
+        )
     out = out or default_out(cfg)
     progress = progress or NullProgress()
     judges = load_judges(cfg)  # fail at config time, before any generation
@@ -280,7 +285,7 @@ def _generate(
         executor = make_executor(cfg)
         for ev in executor.run_model(model, cfg, date, config_id, jobs, known, done):
             if isinstance(ev, AnswerEvent):
-                _on_answer(ev, store, known, stats)
+                on_answer(ev, store, known, stats)
                 progress.advance(f"answers {model}")
             elif isinstance(ev, LikelihoodEvent):
                 _on_likelihood(ev, store, done, stats)
@@ -293,7 +298,7 @@ def _generate(
     return turns, described
 
 
-def _on_answer(
+def on_answer(
     ev: AnswerEvent, store: Store, known: dict[str, AnswerRecord], stats: RunStats
 ) -> None:
     rec = ev.record

@@ -125,6 +125,8 @@ class UserTurnRecord:
     prompt_tokens_reused: int = 0
     context_model: str | None = None
     """For ``human-reference`` rows: the model whose context the human turn follows."""
+    candidates: tuple[dict[str, Any], ...] | None = None
+    """Best-of-N rollouts: every sampled candidate with its verdict; one is ``chosen``."""
 
     COLUMNS: ClassVar[frozenset[str]] = frozenset(
         {
@@ -153,6 +155,8 @@ class UserTurnRecord:
         names = {f.name for f in fields(cls)}
         kept = {k: v for k, v in data.items() if k in names}
         kept["messages"] = tuple(kept.get("messages") or ())
+        if kept.get("candidates") is not None:
+            kept["candidates"] = tuple(kept["candidates"])
         return cls(**columns, **kept)
 
 
@@ -194,6 +198,7 @@ def record_line(
         "prompt_sha": turn.prompt_sha,
         "template_sha": turn.template_sha,
         "reference_turn": turn.reference_turn,
+        "candidates": None if turn.candidates is None else list(turn.candidates),
         "answer_gold": None if answer is None else answer.reference,
         "judgments": [{**j.to_json(), "version": j.version} for j in judgments],
     }

@@ -185,7 +185,7 @@ class ItemWorker:
                 **self.kwargs,
             )
             params = self.answer_params(derive_seed(self.cfg.seed, item.id, "answer"))
-            key = self._key(item.dataset, sha256(prompt), "answer", params.key(), params.seed)
+            key = self.record_key(item.dataset, sha256(prompt), "answer", params.key(), params.seed)
             if key in known:
                 yield AnswerEvent(known[key], item, generated=False)
             else:
@@ -221,7 +221,7 @@ class ItemWorker:
             )
             yield AnswerEvent(rec, item, generated=True)
 
-    def _key(self, dataset: str, prompt_sha: str, stage: str, *parts: Any) -> str:
+    def record_key(self, dataset: str, prompt_sha: str, stage: str, *parts: Any) -> str:
         """What produced a record: config, dataset, model, template, prompt, stage, params."""
         return content_key(
             self.config_id,
@@ -314,7 +314,7 @@ class ItemWorker:
         out = []
         for i in range(samples_at(temp, self.cfg.samples)):
             seed = derive_seed(self.cfg.seed, ev.item.id, temp, i)
-            key = self._key(
+            key = self.record_key(
                 ev.item.dataset,
                 up.prompt_sha,
                 "user",
@@ -400,7 +400,7 @@ class ItemWorker:
         cands: list[tuple[CandidateKind, str]],
     ) -> LikelihoodRecord:
         """The record before scoring: keyed by the prompt and the exact continuations."""
-        key = self._key(
+        key = self.record_key(
             ev.item.dataset,
             up.prompt_sha,
             "likelihood",

@@ -1,0 +1,113 @@
+"""``inject-error``: the answer with a plausible wrong final answer in place of its own.
+
+A control for ``challenges_answer``: a model that reads the conversation it continues
+should dispute a wrong answer more often than a correct one, so the challenge rate under
+``inject-error`` is compared with ``none``. Only scored items with a single final answer
+qualify, recognised by their gold data (``Item.reference``):
+
+- ``{"answer": "... #### n"}`` (gsm8k, gsm-symbolic): the final number is changed
+  wherever the answer states it (``inject_numeric``);
+- ``{"gold": letter, "options": [...]}`` (gpqa): another option's letter and text
+  (``inject_choice``).
+
+The change is seeded (the worker's per-item seed), so a rerun injects the same error and
+resumes. The injected answer is read back with the dataset's own scorer before it is used,
+so it is wrong exactly as the score would say.
+
+When the perturbation can't apply (no gold: an unscored dataset or a held-out item; gold
+without a single final answer, e.g. ifeval; an answer that states no final answer; an
+injection the scorer wouldn't read back) the text is left unchanged and the record's
+``perturbation_detail`` says ``{"applied": false, "reason": ...}``: such turns are a
+``none`` turn in disguise, so the analysis must count them apart, never as injected.
+
+``detail`` always holds ``applied``, ``version``, ``kind``, ``original``, ``injected``,
+``gold`` and ``seed``; applied injections add ``original_correct`` (an already wrong
+answer gets a different wrong one: slice on it to compare with correct ``none`` answers),
+``occurrences`` and, for multiple choice, both option texts.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from userturn.perturb.base import Perturbation, Perturbed
+from userturn.perturb.inject_choice import inject_choice
+from userturn.perturb.inject_numeric import Injection, inject_number
+from userturn.scoring.multiple_choice import LETTERS
+from userturn.scoring.numeric import gold_number
+from userturn.types import Item
+
+VERSION = "1"
+
+
+class InjectError(Perturbation):
+    version = VERSION
+    takes_argument = False
+
+    @property
+    def id(self) -> str:
+        return "inject-error"
+
+    def perturb(self, answer: str, item: Item, seed: int) -> Perturbed:
+        ref = item.reference or {}
+        detail: dict[str, Any] = {
+            "applied": False,
+            "version": VERSION,
+            "kind": None,
+            "original": None,
+            "injected": None,
+            "gold": None,
+            "seed": seed,
+        }
+        if item.held_out or not ref:
+            why = "held-out item" if item.held_out else "no gold answer: the item is not scored"
+            return Perturbed(answer, {**detail, "reason": why})
+        if _is_choice(ref):
+            return _choice(answer, ref, seed, detail)
+        if "answer" in ref:
+            return _numeric(answer, str(ref["answer"]), seed, detail)
+        return Perturbed(answer, {**detail, "reason": "the gold data has no single final answer"})
+
+    def apply(self, answer: str) -> str:
+        raise NotImplementedError("inject-error needs the item's gold answer: call perturb()")
+
+
+def _is_choice(ref: dict[str, Any]) -> bool:
+    options = ref.get("options")
+    return (
+        isinstance(options, list)
+        and 2 <= len(options) <= len(LETTERS)
+        and str(ref.get("gold")) in LETTERS[: len(options)]
+    )
+
+
+def _numeric(answer: str, gold_text: str, seed: int, detail: dict[str, Any]) -> Perturbed:
+    detail = {**detail, "kind": "numeric"}
+    try:
+        gold = gold_number(gold_text)
+    except (ValueError, InvalidOperation):
+        return Perturbed(answer, {**detail, "reason": "the gold answer has no number"})
+    done = inject_number(answer, gold, seed)
+    correct = done.original is not None and Decimal(done.original) == gold
+    return _result(answer, done, {**detail, "gold": str(gold)}, correct)
+
+
+def _choice(answer: str, ref: dict[str, Any], seed: int, detail: dict[str, Any]) -> Perturbed:
+    options = [str(o) for o in ref["options"]]
+    gold = str(ref["gold"])
+    done = inject_choice(answer, gold, options, seed)
+    detail = {**detail, "kind": "multiple_choice", "gold": gold}
+    if done.reason is None:
+        assert done.original is not None and done.injected is not None
+        detail["original_text"] = options[LETTERS.index(done.original)]
+        detail["injected_text"] = options[LETTERS.index(done.injected)]
+    return _result(answer, done, detail, done.original == gold)
+
+
+def _result(answer: str, done: Injection, detail: dict[str, Any], correct: bool) -> Perturbed:
+    detail = {**detail, "original": done.original, "injected": done.injected}
+    if done.reason is not None:
+        return Perturbed(answer, {**detail, "reason": done.reason})
+    extra = {"applied": True, "original_correct": correct, "occurrences": done.occurrences}
+    return Perturbed(done.text, {**detail, **extra})

@@ -1,0 +1,288 @@
+"""``inject-error``: a plausible wrong final answer, on real GSM8K items (crafted answers
+in SmolLM2's style, and answers the embedded SmolLM2 writes), on the GPQA fixture rows,
+and end to end through ``userturn run`` on the scripted fake backend.
+
+Run: ``.venv/bin/python -m pytest tests/perturb/test_inject_error.py -q`` (about a minute:
+most of it SmolLM2 writing three short answers).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from userturn.cli import main
+from userturn.datasets import load_dataset
+from userturn.errors import UserError
+from userturn.perturb import load_perturbation
+from userturn.perturb.inject_numeric import occurrences, wrong_values
+from userturn.scoring.multiple_choice import extract_letter
+from userturn.scoring.numeric import extract_number, gold_number
+from userturn.types import Item
+
+GPQA_CSV = Path(__file__).parents[1] / "datasets" / "fixtures" / "gpqa_diamond.csv"
+INJECT = load_perturbation("inject-error")
+NUM = re.compile(r"\d+(?:[.,]\d+)*")
+DETAIL_KEYS = {"applied", "version", "kind", "original", "injected", "gold", "seed"}
+
+
+@pytest.fixture(scope="module")
+def gsm_items() -> list[Item]:
+    return load_dataset("gsm8k").load_first(4)
+
+
+@pytest.fixture(scope="module")
+def gpqa_items() -> list[Item]:
+    return load_dataset(f"gpqa:{GPQA_CSV}").load()
+
+
+def gold_of(item: Item) -> Decimal:
+    assert item.reference is not None
+    return gold_number(str(item.reference["answer"]))
+
+
+def smollm_style(item: Item, value: Decimal) -> str:
+    """An answer shaped like SmolLM2-135M's: restated question numbers, steps, the
+    result stated twice, sometimes with GSM8K's ``####``."""
+    question = str(item.messages[-1]["content"])
+    numbers = NUM.findall(question)[:2] or ["3", "4"]
+    return (
+        "To solve this problem, we need to find the total.\n\n"
+        f"Step 1: We know that {numbers[0]} and {numbers[-1]} are given.\n"
+        f"Step 2: So the total is {value}.\n\n"
+        f"Therefore, the answer is {value}.\n\n#### {value}"
+    )
+
+
+def assert_consistent(before: str, after: str, detail: dict[str, Any], gold: Decimal) -> None:
+    """Every occurrence of the original final number, and nothing else, became the
+    injected one; the scorer reads the injected one; it is neither gold nor original."""
+    original, injected = Decimal(detail["original"]), Decimal(detail["injected"])
+    assert injected not in (original, gold)
+    assert extract_number(after) == injected
+    assert NUM.sub("#", before) == NUM.sub("#", after)  # text and number formats kept
+    pairs = list(zip(NUM.findall(before), NUM.findall(after), strict=True))
+    changed = [(a, b) for a, b in pairs if a != b]
+    assert len(changed) == detail["occurrences"] > 0
+    for a, b in changed:
+        assert Decimal(a.replace(",", "")) == original
+        assert Decimal(b.replace(",", "")) == injected
+    assert not occurrences(after, original)  # no stated original left behind
+
+
+# numeric: real GSM8K items ------------------------------------------------------------
+def test_crafted_smollm2_style_answers_on_real_gsm8k_items(gsm_items: list[Item]) -> None:
+    for item in gsm_items:
+        gold = gold_of(item)
+        for value in (gold, gold + 3):  # a correct answer and a wrong one
+            answer = smollm_style(item, value)
+            out = INJECT.perturb(answer, item, seed=11)
+            assert out.detail is not None and out.detail["applied"], out.detail
+            assert out.detail["original_correct"] is (value == gold)
+            assert out.detail["gold"] == str(gold) and out.detail["kind"] == "numeric"
+            assert_consistent(answer, out.text, out.detail, gold)
+
+
+@pytest.fixture(scope="module")
+def smollm2_answers(gsm_items: list[Item]) -> list[tuple[Item, str]]:
+    """Three answers written now by the embedded SmolLM2 (greedy, short)."""
+    from userturn.backends import load_backend
+    from userturn.backends.base import TemplateOptions
+    from userturn.chat import answer_prompt, derive_markers
+    from userturn.types import GenRequest, SamplingParams
+
+    backend = load_backend("smollm2-135m?n_threads=2")
+    tpl = backend.template(TemplateOptions(date=dt.date(2026, 1, 1)))
+    params = SamplingParams(max_tokens=96, stop=derive_markers(tpl).answer_stops(tpl), seed=0)
+    items = gsm_items[:3]
+    reqs = [GenRequest(answer_prompt(tpl, list(it.messages)), "assistant", params) for it in items]
+    results = backend.generate(reqs)
+    backend.close()
+    return [(it, r.completions[0].text) for it, r in zip(items, results, strict=True)]
+
+
+def test_real_smollm2_answers(smollm2_answers: list[tuple[Item, str]]) -> None:
+    applied = 0
+    for item, answer in smollm2_answers:
+        out = INJECT.perturb(answer, item, seed=5)
+        assert out.detail is not None and DETAIL_KEYS <= set(out.detail)
+        final = extract_number(answer)
+        if final is not None and occurrences(answer, final):
+            assert out.detail["applied"], (answer, out.detail)
+            assert_consistent(answer, out.text, out.detail, gold_of(item))
+            applied += 1
+        else:  # said so, never pretended
+            assert not out.detail["applied"] and out.detail["reason"] and out.text == answer
+    assert applied >= 1, [a for _, a in smollm2_answers]
+
+
+@pytest.mark.parametrize(
+    ("answer", "injected_shape"),
+    [
+        ("Total: $1,694.00\nSo she paid $1,694.00.", r"\$\d,\d{3}\.00"),
+        ("It is 12.5 km, so \\boxed{12.5}", r"\d+\.5\b|\d+\.\d\b"),
+        ("The answer is \\$2{,}500.", r"\\\$\d\{,\}\d{3}"),
+        ("x = -7, so the answer is -7.", r"-\d\b"),
+    ],
+)
+def test_each_occurrence_keeps_its_own_format(
+    gsm_items: list[Item], answer: str, injected_shape: str
+) -> None:
+    out = INJECT.perturb(answer, gsm_items[0], seed=3)
+    assert out.detail is not None and out.detail["applied"], out.detail
+    assert len(re.findall(injected_shape, out.text)) == out.detail["occurrences"] >= 1
+    assert extract_number(out.text) == Decimal(out.detail["injected"])
+
+
+def test_whole_tokens_only_and_step_labels_kept(gsm_items: list[Item]) -> None:
+    answer = (
+        "1. Start with 180 apples and 1.8 kg.\nStep 18: in 2,018 she adds 18 more.\n"
+        "The answer is 18."
+    )
+    out = INJECT.perturb(answer, gsm_items[0], seed=1)
+    assert out.detail is not None and out.detail["occurrences"] == 2
+    for kept in ("1. Start", "180 apples", "1.8 kg", "Step 18:", "2,018"):
+        assert kept in out.text
+    assert " 18 more" not in out.text and not out.text.endswith("is 18.")
+
+
+def test_seeded_deterministic_and_never_gold(gsm_items: list[Item]) -> None:
+    item = gsm_items[1]
+    gold = gold_of(item)
+    answer = smollm_style(item, gold)
+    runs = [INJECT.perturb(answer, item, seed=s) for s in range(60)]
+    again = [INJECT.perturb(answer, item, seed=s) for s in range(60)]
+    assert [r.text for r in runs] == [r.text for r in again]
+    injected = {Decimal(r.detail["injected"]) for r in runs if r.detail}
+    assert len(injected) > 3 and gold not in injected
+    # a wrong answer next to the gold: the gold is never drawn
+    assert gold not in wrong_values(gold + 1, gold) and gold + 1 not in wrong_values(gold + 1, gold)
+
+
+@pytest.mark.parametrize(
+    ("original", "gold"),
+    [("18", "18"), ("5", "5"), ("1", "2"), ("0", "0"), ("694", "694"), ("0.75", "1"), ("-7", "3")],
+)
+def test_wrong_values_keep_sign_and_magnitude(original: str, gold: str) -> None:
+    o = Decimal(original)
+    values = wrong_values(o, Decimal(gold))
+    assert values and o not in values and Decimal(gold) not in values
+    assert all((v > 0) == (o >= 0) for v in values)
+    if o != 0:
+        assert all(v.adjusted() == o.adjusted() for v in values)
+    assert all(v.as_tuple().exponent == o.as_tuple().exponent for v in values)
+
+
+# multiple choice: GPQA fixture rows ---------------------------------------------------
+def test_gpqa_letter_and_option_text_replaced(gpqa_items: list[Item]) -> None:
+    for item in gpqa_items:
+        ref = item.reference
+        assert ref is not None
+        options, gold = ref["options"], ref["gold"]
+        g = "ABCD".index(gold)
+        listing = "\n".join(f"{c}) {o}" for c, o in zip("ABCD", options, strict=True))
+        answer = (
+            f"A careful reading of the options:\n{listing}\n\n"
+            f"The correct option is {gold}, {options[g]}, as computed.\n\nAnswer: {gold}"
+        )
+        out = INJECT.perturb(answer, item, seed=2)
+        d = out.detail
+        assert d is not None and d["applied"] and d["kind"] == "multiple_choice", d
+        assert d["original"] == gold and d["original_correct"] is True
+        new = d["injected"]
+        assert new != gold and extract_letter(out.text, options) == new
+        assert d["injected_text"] == options["ABCD".index(new)]
+        assert out.text.startswith(f"A careful reading of the options:\n{listing}")  # kept
+        assert f"option is {new}, {d['injected_text']}, as computed" in out.text
+        assert out.text.endswith(f"Answer: {new}")
+
+
+def test_gpqa_wrong_answer_gets_another_wrong_one(gpqa_items: list[Item]) -> None:
+    item = gpqa_items[1]
+    assert item.reference is not None
+    gold = item.reference["gold"]
+    wrong = next(c for c in "ABCD" if c != gold)
+    for seed in range(30):
+        out = INJECT.perturb(f"I first thought ({wrong.lower()}) fits. Answer: ({wrong})", item, seed)
+        assert out.detail is not None and out.detail["applied"]
+        assert out.detail["injected"] not in (gold, wrong)
+        assert out.detail["original_correct"] is False
+    same = [INJECT.perturb(f"Answer: {wrong}", item, 7).text for _ in range(3)]
+    assert len(set(same)) == 1
+
+
+def test_gpqa_article_a_and_lowercase_letters(gpqa_items: list[Item]) -> None:
+    item = gpqa_items[0]
+    assert item.reference is not None
+    item = Item(item.id, item.dataset, item.messages, {**item.reference, "gold": "B"})
+    answer = "A ball falls. A is tempting, but (a) ignores g.\nAnswer: A"
+    out = INJECT.perturb(answer, item, seed=4)
+    d = out.detail
+    assert d is not None and d["applied"] and d["original"] == "A"
+    new = d["injected"]
+    assert out.text.startswith("A ball falls.")  # the article stays
+    assert f"({new.lower()}) ignores" in out.text and out.text.endswith(f"Answer: {new}")
+
+
+# not applicable: said so, text unchanged ----------------------------------------------
+def _items(gsm: Item) -> list[tuple[str, Item, str]]:
+    msgs = gsm.messages
+    held = Item("h1", "sharegpt", (*msgs, {"role": "assistant", "content": "It is 18."}))
+    return [
+        ("held-out", held, "It is 18."),
+        ("not scored", Item("m1", "mtbench", msgs), "The answer is 18."),
+        ("single final", Item("i1", "ifeval", msgs, {"instruction_id_list": []}), "Done: 18."),
+        ("states no number", gsm, "I am not sure how to solve this."),
+        ("not a plain token", gsm, "The answer is \\boxed{\\frac{3}{4}}."),
+        ("names no option", Item("g1", "gpqa", msgs, {"gold": "A", "options": list("wxyz")}), "?"),
+    ]
+
+
+def test_not_applicable_cases_are_recorded(gsm_items: list[Item]) -> None:
+    for name, item, answer in _items(gsm_items[0]):
+        out = INJECT.perturb(answer, item, seed=0)
+        d = out.detail
+        assert d is not None and DETAIL_KEYS <= set(d), name
+        assert d["applied"] is False and d["reason"] and d["version"] == INJECT.version, name
+        assert out.text == answer and d["injected"] is None, name
+
+
+def test_spec_and_text_only_use() -> None:
+    assert INJECT.id == "inject-error" and load_perturbation(INJECT.id).id == INJECT.id
+    with pytest.raises(UserError, match="takes no argument"):
+        load_perturbation("inject-error:3")
+    with pytest.raises(NotImplementedError, match="perturb"):
+        INJECT.apply("The answer is 18.")
+
+
+# end to end ---------------------------------------------------------------------------
+def test_run_stores_the_injection_in_records(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "script.json"
+    answer = "We add them up: 5 + 13 = 18.\nSo the answer is 18 apples.\n#### 18"
+    script.write_text(json.dumps({"assistant": [answer], "user": ["Are you sure about that?"]}))
+    out = tmp_path / "run"
+    flags = ["--model", f"fake:inj?script={script}", "--limit", "2", "--temperatures", "0"]
+    perts = ["--perturb", "none", "--perturb", "inject-error"]
+    assert main(["run", *flags, *perts, "--out", str(out)]) == 0
+    capsys.readouterr()
+    records = [json.loads(line) for line in (out / "records.jsonl").open()]
+    by_pert = {p: [r for r in records if r["perturbation"] == p] for p in ("none", "inject-error")}
+    assert len(by_pert["none"]) == len(by_pert["inject-error"]) == 2
+    assert all(r["perturbation_detail"] is None for r in by_pert["none"])
+    for rec in by_pert["inject-error"]:
+        d = rec["perturbation_detail"]
+        assert d["applied"] and d["original"] == "18" and d["version"] == INJECT.version
+        shown = rec["messages"][-1]["content"]
+        assert extract_number(shown) == Decimal(d["injected"]) and "18" not in NUM.findall(shown)
+        assert rec["answer"] == answer  # the raw answer is kept as generated
+    assert main(["run", *flags, *perts, "--out", str(out)]) == 0  # resumes: same keys
+    again = [json.loads(line) for line in (out / "records.jsonl").open()]
+    assert [r["messages"] for r in again] == [r["messages"] for r in records]
