@@ -18,6 +18,7 @@ import json
 import os
 import random
 import shutil
+import socket
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,16 @@ DROPS_USERS = (
     "{% for m in messages %}{% if m['role'] != 'user' %}<|im_start|>{{ m['role'] }}\n"
     "{{ m['content'] }}<|im_end|>\n{% endif %}{% endfor %}"
 )
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+DEAD = f"http://127.0.0.1:{_closed_port()}/v1"
+"""A server address nobody listens on."""
 RUN = ["run", "--model", "fake:x", "--limit", "2", "--temperatures", "0", "--judge", "rules"]
 """A run that takes a second; cases add the bad part."""
 
@@ -162,6 +173,19 @@ CASES = [
     case("offline option", [*RUN[:-1], "offline?x=1"], "x (known:"),
     case("llm judge without model", [*RUN[:-1], "llm:"], "needs a model"),
     case("unknown model", [*RUN, "--model", "nope"], "unknown model 'nope'"),
+    case("dead judge server", [*RUN[:-1], f"openai:gpt-x?base_url={DEAD}"], "connection refused"),
+    case(
+        "dead model server",
+        [
+            *RUN[:1],
+            "--model",
+            f"openai:m?base_url={DEAD}",
+            *RUN[3:],
+            "--chat-template",
+            "{d}/chatml.jinja",
+        ],
+        DEAD,
+    ),
     case("unknown dataset", [*RUN, "--dataset", "nope"], "unknown dataset"),
     case("unknown judge", [*RUN[:-1], "nope"], "unknown judge"),
     case("unknown perturbation", [*RUN, "--perturb", "nosuch"], "unknown perturbation"),

@@ -280,3 +280,34 @@ def test_repeated_warnings_are_shown_once(capsys: pytest.CaptureFixture[str]) ->
         "WARNING userturn.test: server at http://127.0.0.1:9 refused the connection",
         "WARNING userturn.test: another warning",
     ]
+
+
+def test_sample_and_items_choose_rows_not_configs(tmp_path: Path) -> None:
+    """--sample N draws the same seeded subset every time; --items picks ids. Both name
+    the default run directory (run hash) but not the rows' config fingerprint."""
+    data = tmp_path / "items.jsonl"
+    rows = [
+        {"id": f"q{i}", "messages": [{"role": "user", "content": f"{i}+1?"}]} for i in range(10)
+    ]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    base = ["run", "--model", "fake:x", "--dataset", f"jsonl:{data}", "--temperatures", "0"]
+    base += ["--judge", "rules"]
+
+    def chosen(name: str, *flags: str) -> tuple[set[str], set[str]]:
+        assert main([*base, *flags, "--out", str(tmp_path / name)]) == 0
+        recs = [json.loads(x) for x in (tmp_path / name / "records.jsonl").read_text().splitlines()]
+        return {r["item_id"] for r in recs}, {r["config"] for r in recs}
+
+    first, cfg1 = chosen("a", "--sample", "3", "--seed", "5")
+    again, _ = chosen("b", "--sample", "3", "--seed", "5")
+    picked, cfg2 = chosen("c", "--items", "q2,q7", "--seed", "5")
+    assert len(first) == 3 and first == again and picked == {"q2", "q7"}
+    assert cfg1 == cfg2  # item selection is not a row's config
+    from userturn.cli.run_cmd import build_run_config
+    from userturn.run.driver import default_out
+
+    outs = {
+        default_out(build_run_config(None, {"sample": n, "datasets": [f"jsonl:{data}"]}))
+        for n in (3, 4)
+    }
+    assert len(outs) == 2

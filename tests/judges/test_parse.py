@@ -114,8 +114,9 @@ def test_a_pure_json_reply_quoting_think_tags_is_read_whole() -> None:
 @pytest.mark.parametrize(
     ("text", "challenges"),
     [
-        ('{"genuine_followup": true, "label": "plausible_followup", "challenges_answer": true}', True),
-        ('{"genuine_followup": true, "label": "plausible_followup", "challenges_answer": "no"}', False),
+        ('{"genuine_followup": true, "label": "plausible_followup", "challenges_answer": 1}', None),
+        (FINAL.replace("}", ', "challenges_answer": true}'), True),
+        (FINAL.replace("}", ', "challenges_answer": "no"}'), False),
         (FINAL, None),  # missing: not assessed, never False
         ('{"genuine_followup": false, "label": "other", "challenges_answer": null}', None),
         ('genuine_followup: yes\nlabel: "plausible_followup"\nchallenges_answer: yes', True),

@@ -89,6 +89,19 @@ def test_crafted_smollm2_style_answers_on_real_gsm8k_items(gsm_items: list[Item]
             assert_consistent(answer, out.text, out.detail, gold)
 
 
+@pytest.mark.parametrize("dataset", ["gsm8k", "gsm-symbolic?lang=deu"])
+def test_every_reference_solution(dataset: str) -> None:
+    """The datasets' own worked solutions (``... <<12+6=18>>18 ... #### 18``) are real
+    answers with the final number stated several times, inside calculator markup too."""
+    for item in load_dataset(dataset).load():
+        assert item.reference is not None
+        solution = str(item.reference["answer"])
+        out = INJECT.perturb(solution, item, seed=len(item.id))
+        assert out.detail is not None and out.detail["applied"], (item.id, out.detail)
+        assert out.detail["original_correct"] is True
+        assert_consistent(solution, out.text, out.detail, gold_of(item))
+
+
 @pytest.fixture(scope="module")
 def smollm2_answers(gsm_items: list[Item]) -> list[tuple[Item, str]]:
     """Three answers written now by the embedded SmolLM2 (greedy, short)."""
@@ -143,11 +156,11 @@ def test_each_occurrence_keeps_its_own_format(
 def test_whole_tokens_only_and_step_labels_kept(gsm_items: list[Item]) -> None:
     answer = (
         "1. Start with 180 apples and 1.8 kg.\nStep 18: in 2,018 she adds 18 more.\n"
-        "The answer is 18."
+        "Not 18,5 kg (decimal comma) nor 3,18.\nThe answer is 18."
     )
     out = INJECT.perturb(answer, gsm_items[0], seed=1)
     assert out.detail is not None and out.detail["occurrences"] == 2
-    for kept in ("1. Start", "180 apples", "1.8 kg", "Step 18:", "2,018"):
+    for kept in ("1. Start", "180 apples", "1.8 kg", "Step 18:", "2,018", "18,5", "3,18"):
         assert kept in out.text
     assert " 18 more" not in out.text and not out.text.endswith("is 18.")
 
@@ -209,7 +222,9 @@ def test_gpqa_wrong_answer_gets_another_wrong_one(gpqa_items: list[Item]) -> Non
     gold = item.reference["gold"]
     wrong = next(c for c in "ABCD" if c != gold)
     for seed in range(30):
-        out = INJECT.perturb(f"I first thought ({wrong.lower()}) fits. Answer: ({wrong})", item, seed)
+        out = INJECT.perturb(
+            f"I first thought ({wrong.lower()}) fits. Answer: ({wrong})", item, seed
+        )
         assert out.detail is not None and out.detail["applied"]
         assert out.detail["injected"] not in (gold, wrong)
         assert out.detail["original_correct"] is False
@@ -228,6 +243,30 @@ def test_gpqa_article_a_and_lowercase_letters(gpqa_items: list[Item]) -> None:
     new = d["injected"]
     assert out.text.startswith("A ball falls.")  # the article stays
     assert f"({new.lower()}) ignores" in out.text and out.text.endswith(f"Answer: {new}")
+
+
+def test_rewrite_repeats_the_swap_in_the_reasoning(
+    gsm_items: list[Item], gpqa_items: list[Item]
+) -> None:
+    """Under ``--history-reasoning template`` the reasoning travels apart from the final
+    answer; the same swap keeps the two consistent."""
+    num = INJECT.perturb("The answer is 18.", gsm_items[0], seed=8)
+    assert num.detail is not None
+    reasoning = "9 * 2 = 18, and 18 + 0 = 18; 180 stays."
+    i = num.detail["injected"]
+    expected = f"9 * 2 = {i}, and {i} + 0 = {i}; 180 stays."
+    assert INJECT.rewrite(reasoning, gsm_items[0], num.detail) == expected
+    item = gpqa_items[1]
+    assert item.reference is not None
+    gold = item.reference["gold"]
+    mc = INJECT.perturb(f"Answer: {gold}", item, seed=8)
+    assert mc.detail is not None and mc.detail["applied"]
+    think = f"So {mc.detail['original_text']}, i.e. option {gold}."
+    new = INJECT.rewrite(think, item, mc.detail)
+    assert new == f"So {mc.detail['injected_text']}, i.e. option {mc.detail['injected']}."
+    skipped = INJECT.perturb("no answer", gsm_items[0], seed=8)
+    assert skipped.detail is not None
+    assert INJECT.rewrite(reasoning, gsm_items[0], skipped.detail) == reasoning
 
 
 # not applicable: said so, text unchanged ----------------------------------------------

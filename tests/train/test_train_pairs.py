@@ -14,7 +14,9 @@ import pytest
 
 from userturn.cli import main
 from userturn.errors import UserError
+from userturn.run.records import Transcript, UserTurnRecord
 from userturn.train.pairs import extract_pairs, pick_judge, run_records
+from userturn.types import Judgment
 
 CONTEXT = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
 
@@ -25,27 +27,26 @@ def record(
     text: str,
     verdicts: dict[str, tuple[str, bool | None]],
     temperature: float = 1.0,
-) -> dict[str, Any]:
-    return {
-        "id": f"{item}-{sample}-{temperature}",
-        "item_id": item,
-        "dataset": "gsm8k",
-        "model": "m",
-        "perturbation": "none",
-        "temperature": temperature,
-        "sample": sample,
-        "messages": CONTEXT,
-        "user_turn": text,
-        "judgments": [
-            {
-                "judge": j,
-                "status": st,
-                "genuine_followup": g,
-                "label": None if g is None else ("plausible_followup" if g else "degenerate_short"),
-            }
-            for j, (st, g) in verdicts.items()
-        ],
-    }
+) -> Transcript:
+    turn = UserTurnRecord(
+        key=f"{item}-{sample}-{temperature}",
+        answer_key="a",
+        item_id=item,
+        model="m",
+        dataset="gsm8k",
+        config="c",
+        temperature=temperature,
+        sample=sample,
+        seed=sample,
+        perturbation="none",
+        messages=tuple(CONTEXT),
+        user_turn=text,
+    )
+    labels: dict[bool | None, Any] = {True: "plausible_followup", False: "degenerate_short"}
+    return Transcript(
+        turn,
+        tuple(Judgment(j, g, labels.get(g), "", st) for j, (st, g) in verdicts.items()),  # type: ignore[arg-type]
+    )
 
 
 def test_pairs_stay_within_a_context_and_one_judge() -> None:
@@ -95,8 +96,10 @@ def test_pick_judge_needs_a_choice_among_several() -> None:
     assert pick_judge(recs, "llm") == "llm"
 
 
-def verdict(rec: dict[str, Any], judge: str) -> dict[str, Any]:
-    return next(j for j in rec["judgments"] if j["judge"] == judge)
+def verdict(rec: Transcript, judge: str) -> Judgment:
+    v = rec.verdict(judge)
+    assert v is not None
+    return v
 
 
 def test_pairs_from_a_real_run_store(probe_run: Path, tmp_path: Path) -> None:
@@ -104,22 +107,22 @@ def test_pairs_from_a_real_run_store(probe_run: Path, tmp_path: Path) -> None:
     and the count is what the verdicts allow; ``export pairs`` writes exactly these."""
     records = run_records(probe_run)
     assert len(records) == 8
-    by_id = {r["id"]: r for r in records}
+    by_id = {r.turn.key: r for r in records}
     pairs, stats = extract_pairs(records, "rules")
     assert stats.genuine + stats.rejected + stats.not_ok <= 8
     expected = 0
-    for item in {r["item_id"] for r in records}:
-        ok = [verdict(r, "rules") for r in records if r["item_id"] == item]
-        ok = [v for v in ok if v["status"] == "ok"]
-        g = sum(v["genuine_followup"] for v in ok)
+    for item in {r.turn.item_id for r in records}:
+        ok = [verdict(r, "rules") for r in records if r.turn.item_id == item]
+        ok = [v for v in ok if v.status == "ok"]
+        g = sum(bool(v.genuine) for v in ok)
         expected += min(g * (len(ok) - g), 4)
     assert stats.pairs == len(pairs) <= expected
     for p in pairs:
         chosen, rejected = by_id[p["chosen_id"]], by_id[p["rejected_id"]]
-        assert chosen["item_id"] == rejected["item_id"] == p["item_id"]
-        assert verdict(chosen, "rules")["genuine_followup"] is True
-        assert verdict(rejected, "rules")["genuine_followup"] is False
-        assert p["messages"] == chosen["messages"] == rejected["messages"]
+        assert chosen.turn.item_id == rejected.turn.item_id == p["item_id"]
+        assert verdict(chosen, "rules").genuine is True
+        assert verdict(rejected, "rules").genuine is False
+        assert p["messages"] == list(chosen.turn.messages) == list(rejected.turn.messages)
     out = tmp_path / "pairs.jsonl"
     assert main(["export", "pairs", "--run", str(probe_run), "--out", str(out)]) == 0
     lines = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]

@@ -43,6 +43,7 @@ COMMAND_MODULES = (
     "userturn.cli.annotate_cmd",
     "userturn.cli.train_cmd",
     "userturn.cli.repair_cmd",
+    "userturn.cli.conversations_cmd",
 )
 
 

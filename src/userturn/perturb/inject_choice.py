@@ -86,6 +86,15 @@ def _edits(
     return edits
 
 
+def swap_choice(
+    text: str, old: tuple[str, str], new: tuple[str, str], options: list[str]
+) -> tuple[str, int]:
+    """``text`` with (letter, option text) ``old`` swapped for ``new`` (option lists
+    kept), and the number of places changed."""
+    edits = _edits(text, old, new, option_list_lines(text, options))
+    return splice(text, edits), len(edits)
+
+
 def inject_choice(answer: str, gold: str, options: list[str], seed: int) -> Injection:
     """Swap the chosen option for another wrong one; see the module doc."""
     letters = LETTERS[: len(options)]
@@ -98,8 +107,7 @@ def inject_choice(answer: str, gold: str, options: list[str], seed: int) -> Inje
     injected = random.Random(seed).choice(pool)
     old = (original, options[letters.index(original)])
     new = (injected, options[letters.index(injected)])
-    edits = _edits(answer, old, new, option_list_lines(answer, options))
-    text = splice(answer, edits)
-    if not edits or extract_letter(text, options, letters) != injected:
+    text, changed = swap_choice(answer, old, new, options)
+    if not changed or extract_letter(text, options, letters) != injected:
         return Injection(answer, original, injected, reason="the scorer would not read it back")
-    return Injection(text, original, injected, len(edits))
+    return Injection(text, original, injected, changed)

@@ -32,8 +32,8 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from userturn.perturb.base import Perturbation, Perturbed
-from userturn.perturb.inject_choice import inject_choice
-from userturn.perturb.inject_numeric import Injection, inject_number
+from userturn.perturb.inject_choice import inject_choice, swap_choice
+from userturn.perturb.inject_numeric import Injection, inject_number, swap_number
 from userturn.scoring.multiple_choice import LETTERS
 from userturn.scoring.numeric import gold_number
 from userturn.types import Item
@@ -71,6 +71,20 @@ class InjectError(Perturbation):
 
     def apply(self, answer: str) -> str:
         raise NotImplementedError("inject-error needs the item's gold answer: call perturb()")
+
+    def rewrite(self, text: str, item: Item, detail: dict[str, Any]) -> str:
+        """The same swap in another text of the turn: its reasoning, which the worker
+        passes apart (``reasoning_content``) under ``--history-reasoning template``, so the
+        turn doesn't state the original answer there and the injected one after it."""
+        if not detail.get("applied"):
+            return text
+        if detail["kind"] == "numeric":
+            old, new = Decimal(detail["original"]), Decimal(detail["injected"])
+            return swap_number(text, old, new)[0]
+        options = [str(o) for o in (item.reference or {}).get("options", [])]
+        swap = (detail["original"], detail["original_text"])
+        into = (detail["injected"], detail["injected_text"])
+        return swap_choice(text, swap, into, options)[0]
 
 
 def _is_choice(ref: dict[str, Any]) -> bool:

@@ -27,10 +27,12 @@ from userturn.scoring.numeric import extract_number
 
 _SEP = r"(?:,|\{,\}|[\u00a0\u202f\u2009])"
 _TOKEN = re.compile(
-    r"(?<![\w.])(?P<sign>[-+\u2212]?)(?P<cur>\\?\$\s?)?"
-    rf"(?P<int>\d{{1,3}}(?:{_SEP}\d{{3}})+|\d+)(?P<frac>\.\d+)?(?!\d)"
+    r"(?<![\w.])(?<!\d,)(?P<sign>[-+\u2212]?)(?P<cur>\\?\$\s?)?"
+    rf"(?P<int>\d{{1,3}}(?:{_SEP}\d{{3}})+|\d+)(?P<frac>\.\d+)?(?!\d|[.,]\d)"
 )
-"""A number token as ``scoring.numeric`` reads one, on the raw (uncleaned) text."""
+"""A number token as ``scoring.numeric`` reads one, on the raw (uncleaned) text, except
+that a number touching another through a comma or point ("3,5" with a decimal comma)
+is part of that number, not a token of its own."""
 _STEP_WORD = re.compile(r"(?i:\b(?:step|part|case|stage)\s*#?)$")
 _LABEL_AFTER = re.compile(r"[.)][ \t]+\S")
 """After an enumeration number: "2. Compute" or "2) Compute" (not a bare "18.")."""
@@ -53,7 +55,7 @@ def _value(m: re.Match[str]) -> Decimal:
 
 
 def _is_label(text: str, m: re.Match[str]) -> bool:
-    """"Step 2", "Part 2:" or a line that starts "2. ..." / "2) ...": a step number."""
+    """A step number: "Step 2", "Part 2:", or a line that starts "2. ..." / "2) ..."."""
     if _STEP_WORD.search(text[max(0, m.start() - 12) : m.start()]):
         return True
     line = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
@@ -103,20 +105,27 @@ def wrong_values(original: Decimal, gold: Decimal) -> list[Decimal]:
     return sorted(sized or signed or ok)
 
 
+def swap_number(text: str, original: Decimal, injected: Decimal) -> tuple[str, int]:
+    """``text`` with every stated ``original`` written as ``injected`` in its own format,
+    and the number of places changed."""
+    found = occurrences(text, original)
+    edits = [Edit(m.start(), m.end(), render(m, injected)) for m in found]
+    return splice(text, edits), len(edits)
+
+
 def inject_number(answer: str, gold: Decimal, seed: int) -> Injection:
     """Replace the answer's final number everywhere it appears; see the module doc."""
     original = extract_number(answer)
     if original is None:
         return Injection(answer, reason="the answer states no number")
-    found = occurrences(answer, original)
-    if not found:
-        return Injection(answer, str(original), reason="the final number is not a plain token")
     if abs(original.adjusted()) > 15:
         return Injection(answer, str(original), reason="the final number is out of range")
     injected = random.Random(seed).choice(wrong_values(original, gold))
-    text = splice(answer, [Edit(m.start(), m.end(), render(m, injected)) for m in found])
+    text, changed = swap_number(answer, original, injected)
+    if not changed:
+        return Injection(answer, str(original), reason="the final number is not a plain token")
     if extract_number(text) != injected:
         return Injection(
             answer, str(original), str(injected), reason="the scorer would not read it back"
         )
-    return Injection(text, str(original), str(injected), len(found))
+    return Injection(text, str(original), str(injected), changed)

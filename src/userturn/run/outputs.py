@@ -20,8 +20,15 @@ from typing import Any
 import yaml
 
 from userturn.analysis.cells import summary_cells
-from userturn.run.records import CellSummary, record_line
+from userturn.run.records import CellSummary, Transcript, record_line
 from userturn.run.store import Store
+
+
+def transcripts(store: Store) -> Iterator[Transcript]:
+    """Every user turn with its verdicts, in store order."""
+    judgments = store.judgments()
+    for turn in store.user_turns():
+        yield Transcript(turn, tuple(judgments.get(turn.key, [])))
 
 
 def iter_records(store: Store) -> Iterator[dict[str, Any]]:

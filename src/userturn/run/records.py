@@ -284,3 +284,15 @@ class CellSummary:
         if kept.get("gf_at_k") is not None:
             kept["gf_at_k"] = {int(k): float(v) for k, v in kept["gf_at_k"].items()}
         return cls(**kept)
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """A user turn with its verdicts: what readers of a run (self-play pairs, packets,
+    exports) work from, by field."""
+
+    turn: UserTurnRecord
+    judgments: tuple[Judgment, ...] = ()
+
+    def verdict(self, judge: str) -> Judgment | None:
+        return next((j for j in self.judgments if j.judge == judge), None)

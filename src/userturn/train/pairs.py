@@ -31,9 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from userturn.errors import UserError
-from userturn.run.outputs import iter_records
-from userturn.run.records import content_key
+from userturn.run.outputs import transcripts
+from userturn.run.records import Transcript, UserTurnRecord, content_key
 from userturn.run.store import open_run
+from userturn.types import Judgment
 
 log = logging.getLogger(__name__)
 
@@ -48,15 +49,15 @@ class PairStats:
     not_ok: int
 
 
-def run_records(run: Path) -> list[dict[str, Any]]:
-    """Every user turn of a run (from its store, so it works before any export)."""
+def run_records(run: Path) -> list[Transcript]:
+    """Every user turn of a run with its verdicts (from the store, before any export)."""
     with open_run(run) as store:
-        return list(iter_records(store))
+        return list(transcripts(store))
 
 
-def pick_judge(records: Iterable[dict[str, Any]], judge: str | None) -> str:
+def pick_judge(records: Iterable[Transcript], judge: str | None) -> str:
     """The judge to use: the one asked for, or the run's only judge."""
-    seen = sorted({j["judge"] for r in records for j in r.get("judgments") or []})
+    seen = sorted({j.judge for r in records for j in r.judgments})
     if judge is not None:
         if judge not in seen:
             raise UserError(
@@ -74,19 +75,13 @@ def pick_judge(records: Iterable[dict[str, Any]], judge: str | None) -> str:
     return str(seen[0])
 
 
-def _verdict(record: dict[str, Any], judge: str) -> dict[str, Any] | None:
-    for j in record.get("judgments") or []:
-        if j["judge"] == judge:
-            return dict(j)
-    return None
-
-
-def _context_key(r: dict[str, Any]) -> tuple[str, str, str, str]:
-    return (str(r["model"]), str(r["dataset"]), str(r["item_id"]), str(r["perturbation"]))
+def _context_key(r: Transcript) -> tuple[str, str, str, str, str]:
+    t = r.turn
+    return (t.model, t.dataset, t.config, t.item_id, t.perturbation)
 
 
 def extract_pairs(
-    records: list[dict[str, Any]], judge: str, *, max_per_context: int = 4
+    records: list[Transcript], judge: str, *, max_per_context: int = 4
 ) -> tuple[list[dict[str, Any]], PairStats]:
     """Pairs (genuine, not genuine) within each context, at most ``max_per_context``.
 
@@ -95,9 +90,10 @@ def extract_pairs(
     before anything else. Identical texts on both sides can't happen (one judge), but
     duplicate texts within a side are dropped.
     """
-    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, ...], list[Transcript]] = {}
     for r in records:
-        groups.setdefault(_context_key(r), []).append(r)
+        if r.turn.probe == "generate":
+            groups.setdefault(_context_key(r), []).append(r)
     pairs: list[dict[str, Any]] = []
     n_good = n_bad = n_not_ok = with_both = 0
     for key in sorted(groups):
@@ -109,25 +105,24 @@ def extract_pairs(
     return pairs, PairStats(len(groups), with_both, len(pairs), n_good, n_bad, n_not_ok)
 
 
-Judged = tuple[dict[str, Any], dict[str, Any]]
-"""A record and its verdict from the chosen judge."""
+Judged = tuple[UserTurnRecord, Judgment]
+"""A user turn and its verdict from the chosen judge."""
 
 
-def _split(group: list[dict[str, Any]], judge: str) -> tuple[list[Judged], list[Judged], int]:
+def _split(group: list[Transcript], judge: str) -> tuple[list[Judged], list[Judged], int]:
     good: list[Judged] = []
     bad: list[Judged] = []
     seen: set[str] = set()
     not_ok = 0
-    for r in sorted(group, key=lambda r: (r["temperature"] or 0.0, r["sample"])):
-        v = _verdict(r, judge)
-        text = r.get("user_turn")
-        if v is None or v.get("status") != "ok" or v.get("genuine_followup") is None:
+    for r in sorted(group, key=lambda r: (r.turn.temperature or 0.0, r.turn.sample)):
+        v = r.verdict(judge)
+        if v is None or v.status != "ok" or v.genuine is None:
             not_ok += v is not None
             continue
-        if not isinstance(text, str) or text in seen:
+        if r.turn.user_turn in seen:
             continue
-        seen.add(text)
-        (good if v["genuine_followup"] else bad).append((r, v))
+        seen.add(r.turn.user_turn)
+        (good if v.genuine else bad).append((r.turn, v))
     return good, bad, not_ok
 
 
@@ -140,23 +135,23 @@ def _round_robin(good: list[Any], bad: list[Any], limit: int) -> Iterator[tuple[
 
 
 def _pair(g: Judged, b: Judged, judge: str) -> dict[str, Any]:
-    (rg, vg), (rb, vb) = g, b
+    (tg, vg), (tb, vb) = g, b
     return {
-        "id": content_key("pair", rg["id"], rb["id"], judge),
-        "item_id": rg["item_id"],
-        "dataset": rg["dataset"],
-        "model": rg["model"],
-        "perturbation": rg["perturbation"],
+        "id": content_key("pair", tg.key, tb.key, judge),
+        "item_id": tg.item_id,
+        "dataset": tg.dataset,
+        "model": tg.model,
+        "perturbation": tg.perturbation,
         "judge": judge,
-        "messages": rg["messages"],
-        "chosen": rg["user_turn"],
-        "rejected": rb["user_turn"],
-        "chosen_label": vg.get("label"),
-        "rejected_label": vb.get("label"),
-        "chosen_temperature": rg["temperature"],
-        "rejected_temperature": rb["temperature"],
-        "chosen_id": rg["id"],
-        "rejected_id": rb["id"],
+        "messages": list(tg.messages),
+        "chosen": tg.user_turn,
+        "rejected": tb.user_turn,
+        "chosen_label": vg.label,
+        "rejected_label": vb.label,
+        "chosen_temperature": tg.temperature,
+        "rejected_temperature": tb.temperature,
+        "chosen_id": tg.key,
+        "rejected_id": tb.key,
     }
 
 
