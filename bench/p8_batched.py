@@ -12,7 +12,7 @@ Each prompt is put in the cache first (a 1-token request, untimed), as in a run,
 the user-turn prompt extends the answer just generated; the timed call then pays for the
 samples, not for a cold prompt.
 
-Run: ``.venv/bin/python bench/p8_batched.py`` (about 2 minutes on 2 idle cores). Last
+Run: ``.venv/bin/python bench/p8_batched.py`` (about 1-2 minutes on 2 idle cores). Last
 line: JSON.
 """
 
@@ -33,8 +33,8 @@ from userturn.spec import Spec
 from userturn.types import GenRequest, SamplingParams
 
 DATE = TemplateOptions(date=dt.date(2026, 1, 1))
-N_CONTEXTS = 3
-MAX_TOKENS = 64
+N_CONTEXTS = 2
+MAX_TOKENS = 48
 ROUNDS = 2
 
 

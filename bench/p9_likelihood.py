@@ -33,7 +33,7 @@ from userturn.spec import Spec
 from userturn.types import ScoreRequest
 
 DATE = TemplateOptions(date=dt.date(2026, 1, 1))
-N_CONTEXTS = 6
+N_CONTEXTS = 4
 ROUNDS = 3
 CANDIDATES = (
     "Thanks, that makes sense!",

@@ -232,6 +232,31 @@ def test_gpqa_wrong_answer_gets_another_wrong_one(gpqa_items: list[Item]) -> Non
     assert len(set(same)) == 1
 
 
+def test_gpqa_option_text_alone_and_its_case(gpqa_items: list[Item]) -> None:
+    item = gpqa_items[1]  # options are words: "Nitrogen", "Carbon dioxide", ...
+    assert item.reference is not None
+    gold = item.reference["options"]["ABCD".index(item.reference["gold"])]
+    answer = f"Most of the air is {gold.lower()}.\n{gold}"  # no letter: the last line
+    out = INJECT.perturb(answer, item, seed=6)
+    d = out.detail
+    assert d is not None and d["applied"] and d["original_text"] == gold, d
+    new = d["injected_text"]
+    assert out.text == f"Most of the air is {new[0].lower() + new[1:]}.\n{new}"
+
+
+def test_letters_inside_option_texts_are_kept(gpqa_items: list[Item]) -> None:
+    base = gpqa_items[1]
+    options = ["Vitamin C", "Vitamin D", "Iron", "Zinc"]
+    item = Item(base.id, base.dataset, base.messages, {"gold": "C", "options": options})
+    answer = "Vitamin C helps, Vitamin D too, but iron is key: C.\nAnswer: C"
+    out = INJECT.perturb(answer, item, seed=0)
+    d = out.detail
+    assert d is not None and d["applied"] and d["original"] == "C", d
+    new = d["injected"]
+    assert out.text.startswith("Vitamin C helps, Vitamin D too")  # no letter edited inside
+    assert out.text.endswith(f": {new}.\nAnswer: {new}")
+
+
 def test_gpqa_article_a_and_lowercase_letters(gpqa_items: list[Item]) -> None:
     item = gpqa_items[0]
     assert item.reference is not None

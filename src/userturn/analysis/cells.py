@@ -206,12 +206,14 @@ def collect_cells(store: Store, probe: str | None = None) -> list[Cell]:
     return sorted(cells.values(), key=_cell_order)
 
 
-def summary_cells(store: Store) -> list[CellSummary]:
+def summary_cells(store: Store, cells: list[Cell] | None = None) -> list[CellSummary]:
     """One cell per key over the whole store (summary.json), judge-corrected where the
-    judge has a card, with survival on rollout cells and likelihood cells at the end."""
+    judge has a card, with survival on rollout cells and likelihood cells at the end.
+    ``cells``: the store's cells when the caller has collected them already."""
     cards = judge_cards(store)
-    cells = [c.summary(cards.get(c.judge or "")) for c in collect_cells(store)]
-    return with_survival(cells, store) + likelihood_cells(store)
+    counted = collect_cells(store) if cells is None else cells
+    summaries = [c.summary(cards.get(c.judge or "")) for c in counted]
+    return with_survival(summaries, store) + likelihood_cells(store)
 
 
 SurvivalKey = tuple[str, str, str, float | None, str | None, int]

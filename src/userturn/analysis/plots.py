@@ -46,7 +46,7 @@ def _cells(a: Analysis, judge: str | None, perturbation: str = "none") -> list[C
     return [
         replace(c, model=f"{c.model} [{c.config}]") if several else c
         for c in a.cells
-        if c.judge == judge and c.perturbation == perturbation and c.turn is None
+        if c.judge == judge and c.perturbation == perturbation and c.probe == "generate"
     ]
 
 
@@ -188,11 +188,88 @@ def perturbation_deltas(a: Analysis, judge: str | None) -> Figure:
     return fig
 
 
+def gf_at_k(a: Analysis, judge: str | None) -> Figure:
+    """GF@k against k, one line per (model, T), one panel per dataset: how much awareness
+    appears when the model gets k tries (the paper's "latent" awareness)."""
+    cells = [c for c in _cells(a, judge) if c.gf_at_k and c.samples > 1]
+    datasets = list(dict.fromkeys(c.dataset for c in cells)) or ["(no cells with k > 1)"]
+    fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.6), squeeze=False)
+    for ax, ds in zip(axes[0], datasets, strict=True):
+        for i, c in enumerate(c for c in cells if c.dataset == ds):
+            ks = sorted(c.gf_at_k or {})
+            label = f"{c.model} T={temp(c.temperature)}"
+            values = [(c.gf_at_k or {})[k] for k in ks]
+            ax.plot(ks, values, marker=MARKERS[i % len(MARKERS)], label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_title(ds)
+        ax.set_xlabel("k (samples)")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("GF@k: P(at least one genuine)")
+    fig.suptitle(f"Genuine follow-up at k samples (judge {judge})", fontsize=10)
+    return fig
+
+
+def item_spread(a: Analysis, judge: str | None) -> Figure:
+    """Histogram of per-item genuine rates, per (model, dataset) at the highest T."""
+    cells = [c for c in _cells(a, judge) if c.item_rate_histogram and c.samples > 1]
+    top: dict[tuple[str, str], CellSummary] = {}
+    for c in cells:
+        k = (c.model, c.dataset)
+        if k not in top or (c.temperature or 0) > (top[k].temperature or 0):
+            top[k] = c
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    edges = [i / 10 for i in range(11)]
+    width = 0.1 / max(len(top), 1)
+    for i, ((model, ds), c) in enumerate(top.items()):
+        hist = c.item_rate_histogram or []
+        xs = [edges[j] + i * width for j in range(len(hist))]
+        ax.bar(
+            xs, hist, width=width, align="edge", label=f"{model} · {ds} · T={temp(c.temperature)}"
+        )
+    ax.set_xlabel("per-item genuine rate")
+    ax.set_ylabel("items")
+    if top:
+        ax.legend(fontsize=7)
+    ax.set_title(f"How genuine turns spread over items (judge {judge}, highest T)", fontsize=10)
+    return fig
+
+
+def rollout_turns(a: Analysis, judge: str | None) -> Figure:
+    """Rollouts: genuine rate and survival against the turn, per (model, dataset, T)."""
+    cells = [c for c in a.cells if c.probe == "rollout" and c.judge == judge]
+    series: dict[str, list[CellSummary]] = {}
+    for c in cells:
+        series.setdefault(f"{c.model} · {c.dataset} · T={temp(c.temperature)}", []).append(c)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
+    for i, (name, pts) in enumerate(series.items()):
+        pts.sort(key=lambda c: c.turn or 0)
+        turns = [c.turn or 0 for c in pts]
+        m = MARKERS[i % len(MARKERS)]
+        axes[0].plot(turns, [c.rate or 0.0 for c in pts], marker=m, label=name)
+        axes[1].plot(turns, [c.survival or 0.0 for c in pts], marker=m, label=name)
+    titles = ("genuine rate at turn t", "survival: all genuine up to t")
+    for ax, title in zip(axes, titles, strict=True):
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("user turn")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+    if series:
+        axes[1].legend(fontsize=7)
+    fig.suptitle(f"Rollouts (judge {judge})", fontsize=10)
+    return fig
+
+
 PLOTS: dict[str, Callable[[Analysis, str | None], Figure]] = {
     "rate_vs_temperature": rate_vs_temperature,
     "accuracy_vs_followup": accuracy_vs_followup,
     "failure_labels": failure_labels,
     "perturbation_deltas": perturbation_deltas,
+    "gf_at_k": gf_at_k,
+    "item_spread": item_spread,
+    "rollout_turns": rollout_turns,
 }
 
 

@@ -158,6 +158,13 @@ def _config_cols(a: Analysis) -> list[Column]:
     return [_col("config", "config")] if len(a.configs) > 1 else []
 
 
+def _probe_cells(a: Analysis, judge: str | None) -> list[CellSummary]:
+    """The one-turn probe's unperturbed cells of one judge (the paper's tables)."""
+    return [
+        c for c in _for_judge(a.cells, judge) if c.perturbation == "none" and c.probe == "generate"
+    ]
+
+
 def corrected_text(c: CellSummary) -> str:
     """The judge-corrected rate with its CI, or why there is none."""
     if c.rate_corrected is None:
@@ -185,7 +192,9 @@ class _AccCell:
 def accuracy_followup_table(a: Analysis, judge: str | None) -> Table:
     """Tables 3/5: per model × dataset, accuracy and the follow-up rate at the lowest T."""
     acc = {(r.model, r.dataset, r.config): r for r in a.accuracy}
-    base = [c for c in _for_judge(a.cells, judge) if c.perturbation == "none" and c.turn is None]
+    base = [
+        c for c in _for_judge(a.cells, judge) if c.perturbation == "none" and c.probe == "generate"
+    ]
     lowest: dict[tuple[str, str, str], CellSummary] = {}
     for c in base:
         k = (c.model, c.dataset, c.config)
@@ -240,7 +249,9 @@ def _corrected_note(cells: list[CellSummary]) -> str:
 
 def temperature_table(a: Analysis, judge: str | None) -> Table:
     """Table 4: follow-up rate per model × dataset (rows) and temperature (columns)."""
-    base = [c for c in _for_judge(a.cells, judge) if c.perturbation == "none" and c.turn is None]
+    base = [
+        c for c in _for_judge(a.cells, judge) if c.perturbation == "none" and c.probe == "generate"
+    ]
     temps = sorted({c.temperature for c in base if c.temperature is not None})
     grid: dict[tuple[str, str, str], dict[float | None, CellSummary]] = {}
     for c in base:
@@ -376,6 +387,133 @@ def _f(x: float | None, p: float | None) -> str:
     return "–" if x is None else f"{x:.3f} (p={p:.3g})" if p is not None else f"{x:.3f}"
 
 
+def sampling_table(a: Analysis, judge: str | None) -> Table:
+    """Awareness under sampling: GF@k (at least one genuine turn among k samples) and how
+    the genuine turns spread over items (never / sometimes / always)."""
+    cells = [
+        c
+        for c in _for_judge(a.cells, judge)
+        if c.gf_at_k and c.samples > 1 and c.probe == "generate"
+    ]
+    ks = sorted({k for c in cells for k in c.gf_at_k or {}})
+    spec: list[Column] = [
+        _col("model", "model"),
+        _col("dataset", "dataset"),
+        *_config_cols(a),
+        ("T", _key("temperature"), lambda r: temp(r.temperature)),
+        _col("perturbation", "perturbation"),
+        *[_gf_col(k) for k in ks],
+        ("items never", _key("items_never"), lambda r: pct(r.items_never)),
+        ("sometimes", _key("items_sometimes"), lambda r: pct(r.items_sometimes)),
+        ("always", _key("items_always"), lambda r: pct(r.items_always)),
+        _col("items", "n_items"),
+    ]
+    return _build(
+        "sampling",
+        f"Genuine follow-ups under sampling (judge {judge}, cells with k > 1)",
+        spec,
+        cells,
+        note="GF@k: the unbiased estimate that at least one of k samples of a context is "
+        "genuine (pass@k's estimator over the n samples per item). Items never / sometimes "
+        "/ always: shares of items whose samples were all degenerate, mixed, all genuine.",
+    )
+
+
+def _gf_col(k: int) -> Column:
+    return (f"GF@{k}", lambda r: (r.gf_at_k or {}).get(k), lambda r: pct((r.gf_at_k or {}).get(k)))
+
+
+def likelihood_table(a: Analysis) -> Table:
+    """The judge-free likelihood probe: does the real next turn beat the degenerate ones?"""
+    cells = [c for c in a.cells if c.probe == "likelihood"]
+    spec: list[Column] = [
+        _col("model", "model"),
+        _col("dataset", "dataset"),
+        *_config_cols(a),
+        _col("perturbation", "perturbation"),
+        _col("contexts", "n"),
+        (
+            "real turn preferred [95% CI]",
+            _key("preference_accuracy"),
+            lambda r: rate_ci(r.preference_accuracy, r.preference_ci_low, r.preference_ci_high),
+        ),
+        ("margin, nats/token [95% CI]", _key("margin"), _margin_text),
+    ]
+    return _build(
+        "likelihood",
+        "Likelihood probe: real next user turn vs degenerate candidates",
+        spec,
+        cells,
+        note="Per context, candidates are scored by mean per-token log-likelihood under the "
+        "model's own user header: the real next turn, the previous user turn restated, the "
+        "answer's opening, an unrelated request. Preferred: the real turn beats all three "
+        "(Wilson CI over contexts). Margin: real minus the best degenerate candidate "
+        "(bootstrap CI over contexts).",
+    )
+
+
+def _margin_text(r: CellSummary) -> str:
+    if r.margin is None:
+        return "–"
+    if r.margin_ci_low is None or r.margin_ci_high is None:
+        return f"{r.margin:+.2f}"
+    return f"{r.margin:+.2f} [{r.margin_ci_low:+.2f}, {r.margin_ci_high:+.2f}]"
+
+
+def rollout_table(a: Analysis, judge: str | None) -> Table:
+    """Rollouts turn by turn: the genuine rate at turn t and the share of conversations
+    whose turns 1..t were all genuine (survival)."""
+    cells = sorted(
+        (c for c in _for_judge(a.cells, judge) if c.probe == "rollout"),
+        key=lambda c: (c.model, c.dataset, c.config, c.temperature or 0, c.turn or 0),
+    )
+    spec: list[Column] = [
+        _col("model", "model"),
+        _col("dataset", "dataset"),
+        *_config_cols(a),
+        ("T", _key("temperature"), lambda r: temp(r.temperature)),
+        _col("turn", "turn"),
+        _col("n", "n"),
+        ("genuine rate [95% CI]", _key("rate"), lambda r: rate_ci(r.rate, r.ci_low, r.ci_high)),
+        (
+            "survival [95% CI]",
+            _key("survival"),
+            lambda r: rate_ci(r.survival, r.survival_ci_low, r.survival_ci_high),
+        ),
+        ("unparseable", _key("failed"), _str("failed")),
+    ]
+    return _build(
+        "rollout",
+        f"Rollouts per turn (judge {judge})",
+        spec,
+        cells,
+        note="Survival at turn t: conversations whose user turns 1..t were all genuine, over "
+        "all conversations started. Intervals are clustered by item.",
+    )
+
+
+def challenge_table(a: Analysis, judge: str | None) -> Table:
+    """How often user turns dispute the answer, with a perturbation vs without."""
+    rows = [r for r in _for_judge(a.deltas, judge) if r.challenge_rate is not None]
+    spec: list[Column] = [
+        _col("model", "model"),
+        _col("dataset", "dataset"),
+        ("T", _key("temperature"), lambda r: temp(r.temperature)),
+        _col("perturbation", "perturbation"),
+        ("challenges (none)", _key("challenge_rate_base"), lambda r: pct(r.challenge_rate_base)),
+        ("challenges (perturbed)", _key("challenge_rate"), lambda r: pct(r.challenge_rate)),
+        ("delta", _key("challenge_delta"), lambda r: _signed(r.challenge_delta, None, None)),
+    ]
+    return _build(
+        "challenges",
+        f"User turns that dispute the answer (judge {judge})",
+        spec,
+        rows,
+        note="An interaction-aware model should challenge an injected error (inject-error) "
+        "more often than the original answer.",
+    )
+
+
 def all_tables(a: Analysis, judge: str | None) -> list[Table]:
     return [
         accuracy_followup_table(a, judge),
@@ -384,4 +522,8 @@ def all_tables(a: Analysis, judge: str | None) -> list[Table]:
         failure_table(a, judge, "family"),
         failure_table(a, judge, "model"),
         correlation_table(a, judge),
+        sampling_table(a, judge),
+        likelihood_table(a),
+        rollout_table(a, judge),
+        challenge_table(a, judge),
     ]

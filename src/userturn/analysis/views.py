@@ -15,8 +15,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from userturn.analysis.cards import judge_cards
-from userturn.analysis.cells import Answer, Cell, collect_cells
+from userturn.analysis.cells import Answer, Cell, collect_cells, summary_cells
 from userturn.analysis.intervals import ItemCounts, paired_diff_interval, wilson
 from userturn.run.records import CellSummary
 from userturn.run.store import Store
@@ -72,6 +71,10 @@ class DeltaRow:
     ci_method: str
     unparseable: int
     unparseable_base: int
+    challenge_rate: float | None = None
+    """Share of turns that dispute the answer (perturbed), among verdicts that say."""
+    challenge_rate_base: float | None = None
+    challenge_delta: float | None = None
 
 
 @dataclass(frozen=True)
@@ -196,9 +199,22 @@ def perturbation_deltas(cells: Iterable[Cell]) -> list[DeltaRow]:
                 ci_method=method,
                 unparseable=c.unparseable + c.errors,
                 unparseable_base=ref.unparseable + ref.errors,
+                **_challenges(c, ref),
             )
         )
     return out
+
+
+def _challenges(c: Cell, ref: Cell) -> dict[str, float | None]:
+    """How often turns dispute the answer, perturbed vs not (``inject-error``'s point: an
+    aware model challenges a wrong answer more often than a right one)."""
+    a = c.challenges / c.challenge_n if c.challenge_n else None
+    b = ref.challenges / ref.challenge_n if ref.challenge_n else None
+    return {
+        "challenge_rate": a,
+        "challenge_rate_base": b,
+        "challenge_delta": None if a is None or b is None else a - b,
+    }
 
 
 def _delta_key(c: Cell) -> tuple[Any, ...]:
@@ -320,9 +336,8 @@ class Analysis:
 
 def analyze(store: Store) -> Analysis:
     cells = collect_cells(store)
-    cards = judge_cards(store)
     return Analysis(
-        cells=[c.summary(cards.get(c.judge or "")) for c in cells],
+        cells=summary_cells(store, cells),
         accuracy=accuracy_by_model_dataset(cells),
         labels_by_model=label_distribution(cells, "model"),
         labels_by_family=label_distribution(cells, "family"),

@@ -71,16 +71,30 @@ def _letters(text: str, letter: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _edits(
-    text: str, old: tuple[str, str], new: tuple[str, str], keep: list[tuple[int, int]]
-) -> list[Edit]:
-    """Option-text quotes first, then letters outside them; nothing inside ``keep``."""
-    edits: list[Edit] = []
-    for m in _quoted(old[1]).finditer(text) if old[1].strip() else ():
-        if not overlaps(m.start(), m.end(), keep):
-            edits.append(Edit(m.start(), m.end(), new[1]))
+def _match_case(found: str, text: str) -> str:
+    """A quote in lower case ("nitrogen") gets the new text in lower case ("carbon
+    dioxide"), for a capitalised word only ("DNA" stays as it is)."""
+    if found[:1].islower() and text[:1].isupper() and text[1:2].islower():
+        return text[0].lower() + text[1:]
+    return text
+
+
+def _quotes(text: str, option: str) -> list[tuple[int, int]]:
+    return [m.span() for m in _quoted(option).finditer(text)] if option.strip() else []
+
+
+def _edits(text: str, old: tuple[str, str], new: tuple[str, str], options: list[str]) -> list[Edit]:
+    """Quotes of the old option's text, then letters outside any option's text ("Vitamin
+    C" keeps its C); nothing inside the answer's own list of the options."""
+    keep = option_list_lines(text, options)
+    edits = [
+        Edit(start, end, _match_case(text[start:end], new[1]))
+        for start, end in _quotes(text, old[1])
+        if not overlaps(start, end, keep)
+    ]
+    keep += [span for option in options for span in _quotes(text, option)]
     for start, end in _letters(text, old[0]):
-        if not overlaps(start, end, keep) and not overlaps(start, end, edits):
+        if not overlaps(start, end, keep):
             letter = new[0] if text[start:end].isupper() else new[0].lower()
             edits.append(Edit(start, end, letter))
     return edits
@@ -91,7 +105,7 @@ def swap_choice(
 ) -> tuple[str, int]:
     """``text`` with (letter, option text) ``old`` swapped for ``new`` (option lists
     kept), and the number of places changed."""
-    edits = _edits(text, old, new, option_list_lines(text, options))
+    edits = _edits(text, old, new, options)
     return splice(text, edits), len(edits)
 
 

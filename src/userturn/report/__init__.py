@@ -40,7 +40,12 @@ CAPTIONS = {
     "lowest and highest temperature.",
     "failure_labels": "Label shares per model over all cells (unparseable in black).",
     "perturbation_deltas": "Rate with a perturbation minus the rate without, with paired "
-    "cluster-bootstrap 95% CIs.",
+    "95% CIs over items.",
+    "gf_at_k": "GF@k: the chance that at least one of k samples of a context is genuine.",
+    "item_spread": "Per-item genuine rates at the highest temperature: is awareness spread "
+    "thin over many items or concentrated in a few?",
+    "rollout_turns": "Rollouts: the genuine rate at each user turn, and the share of "
+    "conversations still genuine at every turn so far.",
 }
 KEEP = (
     "id",
@@ -56,6 +61,9 @@ KEEP = (
     "user_finish",
     "reference_turn",
     "judgments",
+    "probe",
+    "turn",
+    "candidates",
 )
 
 
@@ -175,8 +183,9 @@ def build_report(
 
     with open_run(run_dir) as store:
         a = analyze(store)
-        total = store.count_user_turns()
-        records = [_slim(r) for r in islice(iter_records(store), max_transcripts)]
+        total = store.count_user_turns()  # likelihood contexts have no transcript
+        turns = (r for r in iter_records(store) if r["probe"] != "likelihood")
+        records = [_slim(r) for r in islice(turns, max_transcripts)]
     judge = pick_judge(a, run_dir, judge)
     folder = run_dir / "report"
     tables = all_tables(a, judge)
