@@ -25,14 +25,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from userturn import runner
 from userturn.backends import load_backend
 from userturn.backends.llamacpp import LlamaCppBackend
-from userturn.chat import user_turn_prompt
+from userturn.chat import answer_prompt, sha256, user_turn_prompt
 from userturn.config import RunConfig
 from userturn.datasets import load_dataset
-from userturn.pipeline import AnswerEvent, ItemWorker
-from userturn.store import Store
+from userturn.run import driver
+from userturn.run.records import AnswerRecord, derive_seed
+from userturn.run.store import Store
+from userturn.run.worker import AnswerEvent, ItemWorker
 
 SEED = 0
 
@@ -68,45 +69,59 @@ def _raw_loop(
     return time.perf_counter() - start, tokens
 
 
-def _run(cfg: RunConfig, out: Path) -> tuple[float, runner.RunResult]:
+def _run(cfg: RunConfig, out: Path) -> tuple[float, driver.RunResult]:
     start = time.perf_counter()
-    res = runner.run(cfg, out)
+    res = driver.run(cfg, out)
     return time.perf_counter() - start, res
 
 
 def _generated_tokens(out: Path) -> int:
-    con = Store(out / "store.sqlite").conn
-    ans = con.execute("SELECT sum(json_extract(data,'$.completion_tokens')) FROM answers")
-    usr = con.execute("SELECT sum(json_extract(data,'$.user_tokens')) FROM user_turns")
-    return int(ans.fetchone()[0] or 0) + int(usr.fetchone()[0] or 0)
+    with Store(out / "store.sqlite") as store:
+        answers = sum(a.completion_tokens for a in store.answers())
+        return answers + sum(t.user_tokens for t in store.user_turns())
 
 
-def _prompts(cfg: RunConfig, out: Path) -> list[tuple[str, float, int, tuple[str, ...], int]]:
+Prompt = tuple[str, float, int, tuple[str, ...], int]
+
+
+def _worker(cfg: RunConfig, store: Store) -> ItemWorker:
+    date = dt.date.fromisoformat(store.get_meta("frozen_date") or dt.date.today().isoformat())
+    return ItemWorker(load_backend("smollm2-135m"), cfg, date, cfg.fingerprint(date.isoformat())[0])
+
+
+def _answer_prompt(worker: ItemWorker, item: Any) -> tuple[str, Any]:
+    prompt = answer_prompt(
+        worker.template,
+        worker.context_messages(item),
+        system_placement=worker.cfg.system_placement,
+        markers=worker.markers,
+        **worker.kwargs,
+    )
+    return prompt, worker.answer_params(derive_seed(worker.cfg.seed, item.id, "answer"))
+
+
+def _prompts(cfg: RunConfig, out: Path) -> list[Prompt]:
     """Re-derive, in pipeline order, every prompt the run sent (from the stored answers)."""
-    be = load_backend("smollm2-135m")
-    store = Store(out / "store.sqlite")
-    date = dt.date.fromisoformat(store.get_meta("frozen_date") or "")
-    worker = ItemWorker(be, cfg, date)
-    known = dict(store.answers())
-    items = load_dataset(cfg.datasets[0]).load()[: cfg.limit]
-    prompts = []
-    for item in items:
-        key, prompt, params = worker.answer_key(item)
-        assert prompt is not None and params is not None and params.seed is not None
+    with Store(out / "store.sqlite") as store:
+        worker = _worker(cfg, store)
+        known = {a.key: a for a in store.answers()}
+    ds = load_dataset(cfg.datasets[0])
+    prompts: list[Prompt] = []
+    for ev in worker.answers(ds.load()[: cfg.limit], ds, known):
+        assert not ev.generated, "the run stored every answer"
+        prompt, params = _answer_prompt(worker, ev.item)
         prompts.append((prompt, params.temperature, params.max_tokens, params.stop, params.seed))
-        prompts += _user_prompts(worker, AnswerEvent(key, item, known[key], generated=False))
+        prompts += _user_prompts(worker, ev)
     return prompts
 
 
-def _user_prompts(
-    worker: ItemWorker, ev: AnswerEvent
-) -> list[tuple[str, float, int, tuple[str, ...], int]]:
+def _user_prompts(worker: ItemWorker, ev: AnswerEvent) -> list[Prompt]:
     out = []
     for pert in worker.perturbations:
-        ctx = worker.user_context(ev.item, ev.data, pert)
+        ctx, _ = worker.user_context(ev.item, ev.record, pert)
         up = user_turn_prompt(worker.template, ctx, worker.markers, **worker.kwargs)
         for temp in worker.cfg.temperatures:
-            for row in worker._plan_rows(ev, pert, ctx, up, temp):
+            for row in worker.plan_turns(ev, pert, ctx, up, temp):
                 assert row.seed is not None
                 out.append((up.prompt, temp, worker.cfg.max_user_tokens, up.stop, row.seed))
     return out
@@ -121,7 +136,7 @@ def p1_p2(tmp: Path, rounds: int = 3) -> dict[str, Any]:
     cfg = RunConfig(
         limit=8, temperatures=[0.0], judges=[], max_answer_tokens=256, max_user_tokens=64
     )
-    runner.run(RunConfig(limit=1, temperatures=[0.0], judges=[]), tmp / "warm")
+    driver.run(RunConfig(limit=1, temperatures=[0.0], judges=[]), tmp / "warm")
     ratios, pipe_rates, raw_rates = [], [], []
     for i in range(rounds):
         out = tmp / f"p1-{i}"
@@ -195,36 +210,38 @@ def p4(tmp: Path) -> dict[str, float]:
 
 
 def synthesize(cfg: RunConfig, out: Path) -> None:
+    """1,000 user turns under the keys a real run would use, without a model call."""
+    from dataclasses import replace
+
     from userturn.judges import load_judge
-    from userturn.judging import judge_rows
+    from userturn.run.judge_stage import judge_rows
 
     out.mkdir(parents=True, exist_ok=True)
-    store = Store(out / "store.sqlite")
-    date = dt.date.fromisoformat(store.set_meta_default("frozen_date", dt.date.today().isoformat()))
-    worker = ItemWorker(load_backend("smollm2-135m"), cfg, date)
-    rows = []
-    for item in load_dataset("gsm8k").load()[: cfg.limit]:
-        key, _, _ = worker.answer_key(item)
-        data = {
-            "model": "smollm2-135m",
-            "text": "The answer is 42.",
-            "reasoning": None,
-            "final": "The answer is 42.",
-            "finish": "stop",
-            "correct": False,
-        }
-        store.put_answer(key, item.id, "smollm2-135m", item.dataset, data)
-        ev = AnswerEvent(key, item, data, generated=False)
-        for pert in worker.perturbations:
-            ctx = worker.user_context(item, data, pert)
-            up = user_turn_prompt(worker.template, ctx, worker.markers)
-            for temp in cfg.temperatures:
-                for row in worker._plan_rows(ev, pert, ctx, up, temp):
-                    row.data.update(user_turn="Why 42?", user_finish="stop")
-                    store.put_user_turn(row)
-                    rows.append(row)
-    judge_rows(store, [load_judge("rules")], rows)
-    store.close()
+    turns = []
+    with Store(out / "store.sqlite") as store:
+        date = store.set_meta_default("frozen_date", dt.date.today().isoformat())
+        worker = _worker(cfg, store)
+        store.put_config(worker.config_id, cfg.fingerprint(date)[1])
+        for item in load_dataset("gsm8k").load()[: cfg.limit]:
+            prompt, params = _answer_prompt(worker, item)
+            key = worker.record_key(
+                item.dataset, sha256(prompt), "answer", params.key(), params.seed
+            )
+            text = "The answer is 42."
+            answer = AnswerRecord(
+                key, item.id, item.dataset, "smollm2-135m", worker.config_id, text, text, "stop"
+            )
+            store.put_answer(answer)
+            ev = AnswerEvent(answer, item, generated=False)
+            for pert in worker.perturbations:
+                ctx, _ = worker.user_context(item, answer, pert)
+                up = user_turn_prompt(worker.template, ctx, worker.markers)
+                for temp in cfg.temperatures:
+                    for row in worker.plan_turns(ev, pert, ctx, up, temp):
+                        done = replace(row, user_turn="Why 42?", user_finish="stop")
+                        store.put_user_turn(done)
+                        turns.append(done)
+        judge_rows(store, [load_judge("rules")], turns)
 
 
 def main() -> None:

@@ -65,12 +65,12 @@ def userturn_side(out: Path, args: argparse.Namespace) -> dict[str, Any]:
     _, wall, cpu = timed(
         [sys.executable, "-m", "userturn", "run", "--config", str(path), "--out", str(out)]
     )
-    from userturn.store import Store
+    from userturn.run.store import Store
 
     store = Store(out / "store.sqlite")
     try:
-        answers = sum(int(d.get("completion_tokens", 0)) for _, d in store.answers())
-        users = sum(int(r.data.get("user_tokens", 0)) for r in store.user_turns())
+        answers = sum(a.completion_tokens for a in store.answers())
+        users = sum(t.user_tokens for t in store.user_turns())
     finally:
         store.close()
     return {"seconds": wall, "cpu": cpu, "tokens": answers + users}

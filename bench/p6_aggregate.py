@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from userturn.types import LABELS
 
@@ -35,90 +36,56 @@ K = 3
 
 
 def build(path: Path, n_records: int, seed: int = 0) -> int:
-    from userturn.store import Store, UserTurnRow, content_key
+    from userturn.run.records import AnswerRecord, UserTurnRecord, content_key
+    from userturn.run.store import Store
 
     rng = random.Random(seed)
     per_item = len(MODELS) * len(DATASETS) * len(PERTS) * sum(1 if t == 0 else K for t in TEMPS)
     n_items = -(-n_records // per_item)
     q = "Natalia sold clips to 48 of her friends in April, and then she sold half. " * 3
     a = "Let's think step by step. In May she sold 48 / 2 = 24 clips. " * 8
-    store = Store(path)
-    store.conn.execute("BEGIN")
+    msgs = ({"role": "user", "content": q}, {"role": "assistant", "content": a})
     written = 0
-    for model in MODELS:
-        fam = model.split("-")[0].split(".")[0]
-        for ds in DATASETS:
-            for i in range(n_items):
-                item = f"{ds}-{i}"
-                akey = content_key(model, item, "answer")
-                store.put_answer(
-                    akey,
-                    item,
-                    model,
-                    ds,
-                    {"text": a, "finish": "stop", "correct": rng.random() < 0.6},
-                )
-                for pert in PERTS:
-                    for t in TEMPS:
-                        for s in range(1 if t == 0 else K):
-                            key = content_key(model, item, pert, t, s)
-                            msgs = [
-                                {"role": "user", "content": q},
-                                {"role": "assistant", "content": a},
-                            ]
-                            store.put_user_turn(
-                                UserTurnRow(
-                                    key,
-                                    akey,
-                                    item,
-                                    model,
-                                    ds,
-                                    t,
-                                    s,
-                                    s,
-                                    pert,
-                                    {
-                                        "messages": msgs,
-                                        "user_turn": q[:160],
-                                        "family": fam,
-                                        "user_finish": "stop",
-                                        "prompt_sha": key,
-                                    },
-                                )
-                            )
-                            _judge(store, rng, key)
-                            written += 1
-    store.conn.execute("COMMIT")
-    store.close()
+    with Store(path) as store, store.transaction():
+        for model in MODELS:
+            fam = model.split("-")[0].split(".")[0]
+            for ds in DATASETS:
+                for i in range(n_items):
+                    item = f"{ds}-{i}"
+                    akey = content_key(model, item, "answer")
+                    correct = rng.random() < 0.6
+                    store.put_answer(
+                        AnswerRecord(akey, item, ds, model, "c", a, a, "stop", correct=correct)
+                    )
+                    for pert in PERTS:
+                        for t in TEMPS:
+                            for s in range(1 if t == 0 else K):
+                                key = content_key(model, item, pert, t, s)
+                                turn = UserTurnRecord(
+                                    key, akey, item, model, ds, "c", t, s, s, pert, msgs,
+                                    family=fam, user_turn=q[:160], user_finish="stop",
+                                    prompt_sha=key,
+                                )  # fmt: skip
+                                store.put_user_turn(turn)
+                                _judge(store, rng, key)
+                                written += 1
     return written
 
 
-def _judge(store: object, rng: random.Random, key: str) -> None:
-    roll = rng.random()
-    if roll < 0.02:
-        data = {
-            "judge": "rules",
-            "genuine_followup": None,
-            "label": None,
-            "rationale": "could not parse",
-            "status": "unparseable",
-        }
-    else:
-        label = rng.choice(LABELS)
-        data = {
-            "judge": "rules",
-            "genuine_followup": label == "plausible_followup",
-            "label": label,
-            "rationale": "synthetic",
-            "status": "ok",
-        }
-    store.put_judgment(key, "rules", data)  # type: ignore[attr-defined]
+def _judge(store: Any, rng: random.Random, key: str) -> None:
+    from userturn.types import Judgment
+
+    if rng.random() < 0.02:
+        store.put_judgment(key, Judgment("rules", None, None, "could not parse", "unparseable"))
+        return
+    label = rng.choice(LABELS)
+    store.put_judgment(key, Judgment("rules", label == "plausible_followup", label, "synthetic"))
 
 
 def aggregate(path: Path) -> dict[str, float]:
     from userturn.analysis.cells import summary_cells
     from userturn.analysis.views import analyze
-    from userturn.store import Store
+    from userturn.run.store import Store
 
     store = Store(path)
     t0, c0 = time.perf_counter(), time.process_time()

@@ -16,7 +16,17 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ORDER = ["core", "judge_cv", "p5_judge", "p6_aggregate", "p3_transformers", "cascade_dev"]
+ORDER = [
+    "core",
+    "judge_offline",
+    "p5_judge",
+    "p6_aggregate",
+    "p8_batched",
+    "p9_likelihood",
+    "interval_coverage",
+    "p3_transformers",
+    "cascade_dev",
+]
 
 
 def run_one(name: str) -> dict[str, object]:

@@ -6,7 +6,7 @@
 #   2. SFT with the loss on the *user* turns of real ShareGPT conversations (LoRA);
 #   3. DPO on the self-play pairs (LoRA);
 #   4. before/after on 16 *held-out* GSM8K items (13-28, never used for pairs):
-#      the same grid (T=0 and T=1.0 with k=4, rules judge) on hf:smollm2-135m and on
+#      the same grid (T=0 and T=1.0 with k=4, offline judge) on hf:smollm2-135m and on
 #      each adapter; both comparisons share one base run.
 #
 # Everything lands under $OUT (default runs/train-local, ignored by git). Re-running
@@ -34,7 +34,7 @@ datasets: [gsm8k]
 limit: $N_PAIR_ITEMS
 temperatures: [1.0]
 samples: 6
-judges: [rules]
+judges: [offline]
 max_answer_tokens: 192
 max_user_tokens: 48
 EOF
@@ -59,7 +59,7 @@ cat > "$OUT/eval.yaml" <<EOF
 datasets: [gsm8k:$OUT/heldout.jsonl]
 temperatures: [0.0, 1.0]
 samples: 4
-judges: [rules]
+judges: [offline]
 max_answer_tokens: 192
 max_user_tokens: 48
 EOF
@@ -77,7 +77,7 @@ $UT train eval --trained "$OUT/sft-user" "${EVAL[@]}"
 
 # -- 3. DPO on the self-play pairs ---------------------------------------------------
 [ -f "$OUT/dpo-selfplay/train.json" ] || \
-  $UT train dpo --model smollm2-135m --from-run "$OUT/probe" --judge rules --lora \
+  $UT train dpo --model smollm2-135m --from-run "$OUT/probe" --judge offline --lora \
     --max-steps "$DPO_STEPS" --max-length 384 --batch-size 2 --learning-rate 1e-4 \
     --out "$OUT/dpo-selfplay"
 $UT train eval --trained "$OUT/dpo-selfplay" "${EVAL[@]}"

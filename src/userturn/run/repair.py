@@ -126,14 +126,15 @@ def _fill(
     _restore_manifest(run_dir, store)
     seen: set[str] = set()
     judgments = 0
-    for turn, answer, verdicts in parsed:
-        if answer is not None and answer.key not in seen:
-            store.put_answer(answer)
-            seen.add(answer.key)
-        store.put_user_turn(turn)
-        for v in verdicts:
-            store.put_judgment(turn.key, v)
-            judgments += 1
+    with store.transaction():
+        for turn, answer, verdicts in parsed:
+            if answer is not None and answer.key not in seen:
+                store.put_answer(answer)
+                seen.add(answer.key)
+            store.put_user_turn(turn)
+            for v in verdicts:
+                store.put_judgment(turn.key, v)
+                judgments += 1
     store.checkpoint()
     return len(parsed), len(seen), judgments
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -179,6 +180,18 @@ class Store:
 
     def close(self) -> None:
         self.conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Many writes as one transaction: bulk loads (recover, benchmarks), not runs,
+        which commit row by row so a kill loses at most the row in flight."""
+        self._write("BEGIN")
+        try:
+            yield
+        except BaseException:
+            self._write("ROLLBACK")
+            raise
+        self._write("COMMIT")
 
     def checkpoint(self) -> None:
         """Fold the write-ahead log into the database file (before it is moved)."""
