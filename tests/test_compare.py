@@ -84,7 +84,7 @@ def test_table_and_cli(runs: tuple[Path, Path], capsys: pytest.CaptureFixture[st
     assert (
         "+100.0 [+" in table.to_markdown() and "+100.0 [+100.0, +100.0]" not in table.to_markdown()
     )
-    assert main(["compare", str(a), str(b)]) == 0
+    assert main(["compare", str(a), str(b), "--format", "md"]) == 0
     out = capsys.readouterr().out
     assert "A=base, B=tuned" in out and "| gsm8k | 0 | none | rules |" in out
     assert main(["compare", str(a), str(b), "--json"]) == 0

@@ -10,6 +10,8 @@ Run: ``.venv/bin/python -m pytest tests/datasets/test_run_datasets.py -q``
 
 from __future__ import annotations
 
+import csv
+import io
 import itertools
 import json
 from pathlib import Path
@@ -19,7 +21,7 @@ import pytest
 import yaml
 
 from userturn import assets
-from userturn.cli import main, run_cmd
+from userturn.cli import main
 from userturn.datasets._rows import json_array_rows
 from userturn.datasets.sources import HEALTHBENCH, IFBENCH, IFEVAL, MTBENCH, SHAREGPT
 
@@ -143,23 +145,18 @@ def test_human_reference_cells_beside_the_model(run: tuple[Path, list[str]]) -> 
 
 
 def test_rerun_adds_nothing(
-    run: tuple[Path, list[str]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    run: tuple[Path, list[str]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     out, args = run
     before = len(_jsonl(out / "records.jsonl"))
-    monkeypatch.setattr(run_cmd.console, "width", 200)  # one table row per line
-    assert main(args) == 0
-    printed = capsys.readouterr().out
+    assert main([*args, "--format", "csv"]) == 0  # the printed table, one row per line
+    printed = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     stats = json.loads((out / "run_stats.json").read_text())
     assert stats["model_calls"] == 0 and "reference_rows" not in stats
     assert len(_jsonl(out / "records.jsonl")) == before
-    rows = {
-        line.split("│")[1].strip() + "/" + line.split("│")[2].strip(): line
-        for line in printed.splitlines()
-        if line.startswith("│")
-    }
-    assert rows["human-reference/sharegpt"].split("│")[3].strip() == "-"  # T is None
-    assert "%" in rows["smollm2-135m/gpqa"].split("│")[5]  # the accuracy column
+    rows = {f"{r['model']}/{r['dataset']}": r for r in printed}
+    assert rows["human-reference/sharegpt"]["T"] == "-"  # T is None
+    assert "%" in rows["smollm2-135m/gpqa"]["accuracy"]
     manifest = yaml.safe_load((out / "manifest.yaml").read_text())
     gpqa = next(d for d in manifest["datasets"] if d["id"] == "gpqa")
     assert gpqa["items_used"] == 3 and gpqa["skipped_bad_rows"] == 0

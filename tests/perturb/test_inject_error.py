@@ -2,7 +2,7 @@
 in SmolLM2's style, and answers the embedded SmolLM2 writes), on the GPQA fixture rows,
 and end to end through ``userturn run`` on the scripted fake backend.
 
-Run: ``.venv/bin/python -m pytest tests/perturb/test_inject_error.py -q`` (about a minute:
+Run: ``.venv/bin/python -m pytest tests/perturb/test_inject_error.py -q`` (1-3 minutes:
 most of it SmolLM2 writing three short answers).
 """
 
@@ -112,7 +112,7 @@ def smollm2_answers(gsm_items: list[Item]) -> list[tuple[Item, str]]:
 
     backend = load_backend("smollm2-135m?n_threads=2")
     tpl = backend.template(TemplateOptions(date=dt.date(2026, 1, 1)))
-    params = SamplingParams(max_tokens=96, stop=derive_markers(tpl).answer_stops(tpl), seed=0)
+    params = SamplingParams(max_tokens=64, stop=derive_markers(tpl).answer_stops(tpl), seed=0)
     items = gsm_items[:3]
     reqs = [GenRequest(answer_prompt(tpl, list(it.messages)), "assistant", params) for it in items]
     results = backend.generate(reqs)

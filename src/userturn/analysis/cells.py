@@ -238,16 +238,17 @@ def with_survival(cells: list[CellSummary], store: Store) -> list[CellSummary]:
 def rollout_survival(store: Store) -> dict[SurvivalKey, ItemCounts]:
     """Per (model, dataset, config, T, judge, turn t): per item, (conversations still
     genuine at t, conversations started). A conversation stopped early has not survived."""
+    convs: dict[tuple[Any, ...], dict[int, str]] = {}
+    for f in store.turn_facts(probe="rollout"):
+        key = (f.model, f.dataset, f.config, f.temperature, f.item_id, f.sample)
+        convs.setdefault(key, {})[f.turn] = f.key
+    if not convs:
+        return {}
     verdicts = {
         (f.user_turn_key, f.judge): f.genuine is True and f.status == "ok"
         for f in store.judgment_facts()
     }
     judges = store.judges()
-    convs: dict[tuple[Any, ...], dict[int, str]] = {}
-    for f in store.turn_facts():
-        if f.probe == "rollout":
-            key = (f.model, f.dataset, f.config, f.temperature, f.item_id, f.sample)
-            convs.setdefault(key, {})[f.turn] = f.key
     out: dict[SurvivalKey, dict[str, list[int]]] = {}
     horizon = max((max(turns) for turns in convs.values()), default=0)
     for (model, dataset, config, temp, item, _), turns in convs.items():

@@ -95,8 +95,9 @@ def confusion_table(res: dict[str, Any]) -> Table:
 
 
 def _check(a: dict[str, LabelRow], b: dict[str, LabelRow], res: dict[str, Any], where: str) -> None:
-    """n = 0 is not a result: say why nothing could be compared."""
-    if res["n"]:
+    """n = 0 is not a result, unless per-cell rates still compare (two runs' different
+    user turns in the same cells): say why nothing could be compared."""
+    if res["n"] or res["per_cell"]:
         return
     d = res["dropped_detail"]
     if len(a) + len(b) - d["only_in_a"] - d["only_in_b"] == 0:

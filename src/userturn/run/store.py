@@ -326,16 +326,18 @@ class Store:
         return {k: (str(v), str(s)) for k, v, s in rows}
 
     # aggregation ----------------------------------------------------------------------
-    def turn_facts(self) -> Iterator[TurnFact]:
-        """One fact per user turn, joined with its answer's correctness and finish; pulled
-        with ``json_extract`` so 100k records aggregate without decoding every record."""
-        sql = """
+    def turn_facts(self, probe: str | None = None) -> Iterator[TurnFact]:
+        """One fact per user turn (of one probe, if given), joined with its answer's
+        correctness and finish; pulled with ``json_extract`` so 100k records aggregate
+        without decoding every record."""
+        where = "WHERE u.probe = ?" if probe else ""
+        sql = f"""
         SELECT u.key, u.item_id, u.model, u.dataset, u.config, u.temperature, u.sample,
                u.perturbation, u.probe, u.turn, json_extract(u.data, '$.family'),
                u.answer_key, json_extract(a.data, '$.correct'), json_extract(a.data, '$.finish')
-        FROM user_turns u LEFT JOIN answers a ON a.key = u.answer_key ORDER BY u.rowid
+        FROM user_turns u LEFT JOIN answers a ON a.key = u.answer_key {where} ORDER BY u.rowid
         """
-        for r in self._rows(sql):
+        for r in self._rows(sql, (probe,) if probe else ()):
             yield TurnFact(
                 key=r[0],
                 item_id=r[1],
