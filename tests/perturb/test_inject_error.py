@@ -1,6 +1,7 @@
-"""``inject-error``: a plausible wrong final answer, on real GSM8K items (crafted answers
-in SmolLM2's style, and answers the embedded SmolLM2 writes), on the GPQA fixture rows,
-and end to end through ``userturn run`` on the scripted fake backend.
+"""``inject-error``: a plausible wrong final answer, on real GSM8K items (their own worked
+solutions, answers in SmolLM2's style, and answers the embedded SmolLM2 writes now), on
+the GPQA fixture rows, and end to end through ``userturn run`` on the scripted fake
+backend.
 
 Run: ``.venv/bin/python -m pytest tests/perturb/test_inject_error.py -q`` (1-3 minutes:
 most of it SmolLM2 writing three short answers).

@@ -56,6 +56,7 @@ class Cell:
     errors: int = 0
     challenges: int = 0
     challenge_n: int = 0
+    not_applied: int = 0
     labels: Counter[str] = field(default_factory=Counter)
     per_item: dict[str, list[int]] = field(default_factory=dict)
     answers: dict[str, Answer] = field(default_factory=dict)
@@ -75,7 +76,12 @@ class Cell:
         )
 
     def add(self, fact: TurnFact, answer: Answer, judgment: JudgmentFact | None) -> None:
-        """Count one user turn and this cell's judge's verdict on it (None: not judged)."""
+        """Count one user turn and this cell's judge's verdict on it (None: not judged).
+        A turn whose perturbation could not apply saw the original answer: it is counted
+        apart (``n_not_applied``), never in the perturbed cell's rate."""
+        if not fact.perturbed:
+            self.not_applied += 1
+            return
         self.n_total += 1
         self.max_samples = max(self.max_samples, fact.sample + 1)
         self.answers[fact.answer_key] = answer
@@ -149,6 +155,7 @@ class Cell:
             labels=dict(sorted(self.labels.items(), key=lambda kv: (-kv[1], kv[0]))),
             challenge_rate=self.challenges / self.challenge_n if self.challenge_n else None,
             challenge_n=self.challenge_n,
+            n_not_applied=self.not_applied,
             gf_at_k=gf_at_k(counts) or None,
             items_never=spread.never,
             items_sometimes=spread.sometimes,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import replace
 
 from userturn.judges import load_judge
 from userturn.judges.base import Judge
@@ -123,14 +124,14 @@ class CascadeJudge(Judge):
                     verdict.label,
                     f"offline ({why}): {verdict.rationale}",
                     usage={"calls": 0, "settled_by": "offline"},
+                    probability=verdict.probability,
+                    challenges_answer=verdict.challenges_answer,
                 )
             )
         todo = [i for i, j in enumerate(out) if j is None]
         self._saved += len(inputs) - len(todo)
         for i, j in zip(todo, self.llm.judge([inputs[i] for i in todo]), strict=True):
-            out[i] = Judgment(
-                self.id, j.genuine, j.label, j.rationale, j.status, {**j.usage, "settled_by": "llm"}
-            )
+            out[i] = replace(j, judge=self.id, usage={**j.usage, "settled_by": "llm"})
         return [j for j in out if j is not None]
 
     def calls_saved(self) -> int:

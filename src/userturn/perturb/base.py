@@ -40,6 +40,11 @@ class Perturbation(ABC):
         for perturbations that need them; text-only ones just implement ``apply``."""
         return Perturbed(self.apply(answer))
 
+    def rewrite(self, text: str, item: Item, detail: dict[str, Any]) -> str:
+        """The same change in another part of the turn (its reasoning, passed to the
+        template apart from the answer); text-only perturbations leave it as is."""
+        return text
+
     def apply(self, answer: str) -> str:
         """The assistant turn the model will see (text-only perturbations)."""
         raise NotImplementedError(f"{type(self).__name__} needs the item: call perturb()")

@@ -254,6 +254,9 @@ class CellSummary:
     """Items per tenth of per-item rate ([0, 0.1), ..., [0.9, 1.0])."""
     challenge_rate: float | None = None
     challenge_n: int = 0
+    n_not_applied: int = 0
+    """Turns whose perturbation could not apply (they saw the original answer); kept out
+    of ``n_total`` and the rate."""
     preference_accuracy: float | None = None
     preference_ci_low: float | None = None
     preference_ci_high: float | None = None

@@ -101,6 +101,9 @@ class TurnFact(NamedTuple):
     answer_key: str
     correct: bool | None
     answer_finish: str | None
+    perturbed: bool = True
+    """False when the perturbation could not apply (``inject-error`` without a gold or a
+    final answer): the turn saw the unperturbed answer."""
 
 
 class JudgmentFact(NamedTuple):
@@ -334,7 +337,8 @@ class Store:
         sql = f"""
         SELECT u.key, u.item_id, u.model, u.dataset, u.config, u.temperature, u.sample,
                u.perturbation, u.probe, u.turn, json_extract(u.data, '$.family'),
-               u.answer_key, json_extract(a.data, '$.correct'), json_extract(a.data, '$.finish')
+               u.answer_key, json_extract(a.data, '$.correct'), json_extract(a.data, '$.finish'),
+               json_extract(u.data, '$.perturbation_detail.applied')
         FROM user_turns u LEFT JOIN answers a ON a.key = u.answer_key {where} ORDER BY u.rowid
         """
         for r in self._rows(sql, (probe,) if probe else ()):
@@ -353,6 +357,7 @@ class Store:
                 answer_key=r[11],
                 correct=None if r[12] is None else bool(r[12]),
                 answer_finish=r[13],
+                perturbed=r[14] is None or bool(r[14]),
             )
 
     def judgment_facts(self) -> Iterator[JudgmentFact]:

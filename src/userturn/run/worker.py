@@ -248,6 +248,10 @@ class ItemWorker:
         seed = derive_seed(self.cfg.seed, item.id, pert.id)
         done = pert.perturb(str(msg["content"]), item, seed)
         msg["content"] = done.text
+        if done.detail and "reasoning_content" in msg:
+            msg["reasoning_content"] = pert.rewrite(
+                str(msg["reasoning_content"]), item, done.detail
+            )
         return [*base, msg], done.detail
 
     def user_params(self, temperature: float) -> SamplingParams:
