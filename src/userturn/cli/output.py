@@ -29,8 +29,8 @@ from userturn.errors import UserError
 Format = Literal["table", "json", "md", "csv"]
 FORMATS: tuple[Format, ...] = ("table", "json", "md", "csv")
 FORMAT_HELP = "table (default), json, md or csv."
-GAP = 3
-"""Cells between two columns: one padding space each side plus the separator."""
+GAP = 2
+"""Cells between two columns: one padding space and the (blank) separator."""
 
 
 def check_format(raw: str, flag: str = "--format") -> Format:
@@ -144,26 +144,32 @@ def _longest_word(text: str) -> int:
 def fit(cols: list[str], rows: list[list[str]], width: int) -> list[int] | None:
     """Column widths that fit ``width`` without splitting a word, or None.
 
-    Start from each column's natural width; while too wide, narrow the column with the
-    most room above its longest word, one cell at a time."""
+    Start from each column's natural width and narrow, one cell at a time, the column
+    with the most room left: first down to its widest value (only headers wrap), and if
+    that is not enough, down to its longest word (values wrap between words)."""
     natural = [max([cell_len(c), *(cell_len(r[i]) for r in rows)]) for i, c in enumerate(cols)]
-    least = [
-        max([_longest_word(c), *(_longest_word(r[i]) for r in rows), 1]) for i, c in enumerate(cols)
-    ]
-    overhead = GAP * (len(cols) - 1)
-    if sum(least) + overhead > width:
-        return None
-    widths = list(natural)
-    excess = sum(widths) + overhead - width
-    while excess > 0:
+    head = [_longest_word(c) for c in cols]
+    whole = [max([h, *(cell_len(r[i]) for r in rows), 1]) for i, h in enumerate(head)]
+    words = [max([h, *(_longest_word(r[i]) for r in rows), 1]) for i, h in enumerate(head)]
+    room = width - GAP * (len(cols) - 1)
+    for least in (whole, words):
+        if sum(least) <= room:
+            return _narrow(natural, least, room)
+    return None
+
+
+def _narrow(widths: list[int], least: list[int], room: int) -> list[int]:
+    widths = list(widths)
+    for _ in range(max(0, sum(widths) - room)):
         i = max(range(len(widths)), key=lambda j: widths[j] - least[j])
         widths[i] -= 1
-        excess -= 1
     return widths
 
 
 def grid(cols: list[str], rows: list[list[str]], widths: list[int]) -> RichTable:
-    t = RichTable(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
+    t = RichTable(
+        box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0), header_style="bold"
+    )
     for col, w in zip(cols, widths, strict=True):
         t.add_column(col, width=w, overflow="fold")
     for row in rows:

@@ -85,7 +85,9 @@ def _run_eval(
             f"warning: {len(ba.overlap)} evaluation item(s) were used for training "
             f"(e.g. {ba.overlap[0]}); the 'after' rate is not held-out"
         )
-    print(ba.table.to_markdown(), end="")
+    from userturn.cli import output
+
+    output.emit(ba.table)
     console.print(
         f"before: {ba.before}  after: {ba.after}  (userturn compare {ba.before} {ba.after})"
     )
