@@ -167,9 +167,7 @@ def _narrow(widths: list[int], least: list[int], room: int) -> list[int]:
 
 
 def grid(cols: list[str], rows: list[list[str]], widths: list[int]) -> RichTable:
-    t = RichTable(
-        box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0), header_style="bold"
-    )
+    t = RichTable(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0), header_style="bold")
     for col, w in zip(cols, widths, strict=True):
         t.add_column(col, width=w, overflow="fold")
     for row in rows:

@@ -15,10 +15,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from userturn import registry
 from userturn.cli import output
 from userturn.config import RunConfig
-from userturn.errors import read_text
 from userturn.perturb import load_perturbation
 from userturn.run import driver
 from userturn.run.executors import Job
@@ -28,12 +26,7 @@ from userturn.run.worker import samples_at
 
 def check(cfg: RunConfig) -> None:
     """Every model spec and perturbation, and the template file, before any work."""
-    for model in cfg.models:
-        registry.model_spec(model)
-    for pert in cfg.perturbations:
-        load_perturbation(pert)
-    if cfg.chat_template is not None:
-        read_text(Path(cfg.chat_template), "chat template file")
+    driver.check_plan(cfg)
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,11 @@ from userturn.cli import options, output, plan
 from userturn.cli.io import Interrupted
 from userturn.cli.progress import progress_for
 from userturn.config import RunConfig, build_config, load_config
+from userturn.errors import UserError
 from userturn.run import driver
 from userturn.run.judge_stage import JudgeTally
 from userturn.run.records import CellSummary
+from userturn.run.rollout import run_rollouts
 
 
 def build_run_config(config: Path | None, flags: dict[str, Any]) -> RunConfig:
@@ -73,6 +75,14 @@ def run(
         "--keep-configs/--no-keep-configs",
         help="Let --out hold results of other settings too, as separate cells.",
     ),
+    probe: str = typer.Option(
+        None, "--probe", help="generate (default) | likelihood | rollout (see those commands)."
+    ),
+    turns: int = typer.Option(None, "--turns", help="Rollouts: user turns per conversation."),
+    stop_on: str = typer.Option(None, "--stop-on", help="Rollouts: degenerate | never."),
+    best_of: int = typer.Option(
+        None, "--best-of", help="Rollouts: candidates per user turn; the most genuine is kept."
+    ),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Check everything, print the grid, what is left and costs."
     ),
@@ -116,6 +126,10 @@ def run(
         "judge_reference": judge_reference,
         "skip_bad_rows": skip_bad_rows,
         "keep_configs": keep_configs,
+        "probe": probe,
+        "turns": turns,
+        "stop_on": stop_on,
+        "best_of": best_of,
     }
     form = output.check_format(fmt)
     cfg = build_run_config(config, flags)
@@ -124,7 +138,11 @@ def run(
         return plan.dry_run(cfg, out)
     try:
         with progress_for() as bars:
-            result = driver.run(cfg, out, bars)
+            if cfg.probe == "rollout":
+                out = out or driver.default_out(cfg)
+                result = run_rollouts(cfg, out, bars)
+            else:
+                result = driver.run(cfg, out, bars)
     except driver.RunInterrupted as exc:
         raise Interrupted(str(exc)) from None
     print_results(result, form)
@@ -139,7 +157,12 @@ def _ci(cell: CellSummary) -> str:
 
 def results_table(cells: list[CellSummary]) -> Table:
     """The results table: one row per cell; perturbation and judge columns only when
-    the run has more than one of them."""
+    the run has more than one of them (likelihood and rollout cells have their own)."""
+    if cells and all(c.probe == "likelihood" for c in cells):
+        return likelihood_table(cells)
+    cells = [c for c in cells if c.probe != "likelihood"]
+    if any(c.probe == "rollout" for c in cells):
+        return rollout_table(cells)
     show_pert = any(c.perturbation != "none" for c in cells)
     show_judge = len({c.judge for c in cells}) > 1
     cols = (
@@ -162,6 +185,47 @@ def results_table(cells: list[CellSummary]) -> Table:
     return Table("results", title, cols, rows, rows)
 
 
+def likelihood_table(cells: list[CellSummary]) -> Table:
+    cols = ["model", "dataset", "perturbation", "contexts", "real turn preferred", "margin"]
+    rows = [
+        [c.model, c.dataset, c.perturbation, str(c.n), _preferred(c), _margin(c)] for c in cells
+    ]
+    title = "likelihood probe: real next turn preferred over every degenerate candidate " + (
+        "[95% CI]; margin in nats/token [95% CI]"
+    )
+    return Table("results", title, cols, rows, rows)
+
+
+def rollout_table(cells: list[CellSummary]) -> Table:
+    cols = ["model", "dataset", "T", "turn", "n", "genuine [95% CI]", "survival [95% CI]"]
+    rows = [
+        [c.model, c.dataset, f"{c.temperature:g}", str(c.turn), str(c.n), _ci(c), _survival(c)]
+        for c in cells
+        if c.probe == "rollout"
+    ]
+    return Table("results", "rollouts: genuine rate and survival per turn", cols, rows, rows)
+
+
+def _pct_ci(x: float | None, lo: float | None, hi: float | None) -> str:
+    if x is None or lo is None or hi is None:
+        return "-"
+    return f"{x:.1%} [{lo:.1%}, {hi:.1%}]"
+
+
+def _preferred(c: CellSummary) -> str:
+    return _pct_ci(c.preference_accuracy, c.preference_ci_low, c.preference_ci_high)
+
+
+def _survival(c: CellSummary) -> str:
+    return _pct_ci(c.survival, c.survival_ci_low, c.survival_ci_high)
+
+
+def _margin(c: CellSummary) -> str:
+    if c.margin is None or c.margin_ci_low is None or c.margin_ci_high is None:
+        return "-"
+    return f"{c.margin:+.2f} [{c.margin_ci_low:+.2f}, {c.margin_ci_high:+.2f}]"
+
+
 def print_results(result: driver.RunResult, fmt: output.Format = "table") -> None:
     if fmt == "json":
         print(json.dumps({"cells": [c.to_json() for c in result.cells]}, indent=2))
@@ -178,9 +242,16 @@ def print_results(result: driver.RunResult, fmt: output.Format = "table") -> Non
             fmt,
         )
     s = result.stats
+    scored = s.extra.get("likelihood_scored", 0) + s.extra.get("likelihood_reused", 0)
+    did = (
+        f"{s.extra.get('likelihood_scored', 0)} contexts scored, "
+        f"{s.extra.get('likelihood_reused', 0)} reused"
+        if scored
+        else f"{s.generated} user turns generated, {s.reused} reused"
+    )
     output.note(
-        f"this invocation: {s.generated} user turns generated, {s.reused} reused, "
-        f"{s.model_calls} model calls, {s.judged} judgments; run directory {result.out}",
+        f"this invocation: {did}, {s.model_calls} model calls, {s.judged} judgments; "
+        f"run directory {result.out}",
         fmt,
     )
 
@@ -219,6 +290,37 @@ def list_cmd(
     return 0
 
 
+FORWARD = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
+
+
+def likelihood(ctx: typer.Context) -> int:
+    """The judge-free likelihood probe: `run --probe likelihood` with every `run` option.
+
+    Scores the real next user turn of each context against degenerate candidates under
+    the model's own user header (held-out sets, MT-Bench, jsonl rows with reference_turn).
+    """
+    from userturn.cli import main
+
+    return main(["run", "--probe", "likelihood", *ctx.args])
+
+
+def rollout(ctx: typer.Context) -> int:
+    """Multi-turn self-play: `run --probe rollout` with every `run` option, plus
+    --turns N, --stop-on degenerate|never, --best-of N and --user-temperature T (the
+    temperature of the user turns; answers use --answer-temperature)."""
+    from userturn.cli import main
+
+    args = list(ctx.args)
+    if "--user-temperature" in args:
+        i = args.index("--user-temperature")
+        if i + 1 >= len(args):
+            raise UserError("expects a number", field="--user-temperature")
+        args[i : i + 2] = ["--temperatures", args[i + 1]]
+    return main(["run", "--probe", "rollout", *args])
+
+
 def register(app: typer.Typer) -> None:
     app.command("run")(run)
     app.command("list")(list_cmd)
+    app.command("likelihood", context_settings=FORWARD)(likelihood)
+    app.command("rollout", context_settings=FORWARD)(rollout)

@@ -21,10 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from userturn import registry
 from userturn.config import RunConfig, config_changes
 from userturn.datasets import load_dataset
-from userturn.errors import UserError
+from userturn.errors import UserError, read_text
 from userturn.judges import Judge, load_judge
+from userturn.perturb import load_perturbation
 from userturn.run.executors import Job, make_executor
 from userturn.run.judge_stage import JudgeTally, judge_rows
 from userturn.run.outputs import manifest, write_json, write_manifest, write_outputs
@@ -92,8 +94,9 @@ class RunInterrupted(Exception):
     """Ctrl-C during a run: what is stored stays, and the same command resumes."""
 
     def __init__(self, out: Path, stored: int) -> None:
+        where = f"in {out}" if stored else "(the new run directory was removed)"
         super().__init__(
-            f"interrupted: {stored} user turns stored in {out}; run the same command to resume"
+            f"interrupted: {stored} records stored {where}; run the same command to resume"
         )
         self.out = out
         self.stored = stored
@@ -146,6 +149,18 @@ def select_items(ds: Any, cfg: RunConfig) -> list[Any]:
         keep = set(random.Random(cfg.seed).sample(range(len(items)), cfg.sample))
         items = [it for i, it in enumerate(items) if i in keep]
     return items[: cfg.limit] if cfg.limit else items
+
+
+def check_plan(cfg: RunConfig) -> None:
+    """Every model spec (options included; no weights loaded), perturbation and the
+    template file, before any work: a typo in the second ``--model`` must not surface
+    after the first model's rows are stored."""
+    for model in cfg.models:
+        registry.model_spec(model)
+    for pert in cfg.perturbations:
+        load_perturbation(pert)
+    if cfg.chat_template is not None:
+        read_text(Path(cfg.chat_template), "chat template file")
 
 
 def load_judges(cfg: RunConfig) -> list[Judge]:
@@ -222,6 +237,7 @@ def run(cfg: RunConfig, out: Path | None = None, progress: Progress | None = Non
         )
     out = out or default_out(cfg)
     progress = progress or NullProgress()
+    check_plan(cfg)
     judges = load_judges(cfg)  # fail at config time, before any generation
     try:
         for judge in judges:

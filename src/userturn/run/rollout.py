@@ -275,6 +275,7 @@ def run_rollouts(
 ) -> driver.RunResult:
     """``userturn rollout``: every model plays ``cfg.turns`` user turns per conversation."""
     progress = progress or driver.NullProgress()
+    driver.check_plan(cfg)
     judges = driver.load_judges(cfg)
     try:
         for judge in judges:
