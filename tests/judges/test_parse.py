@@ -55,7 +55,8 @@ def test_unreadable_replies_are_failures_not_labels(text: str) -> None:
 
 def test_inconsistent_verdict_is_kept_and_flagged() -> None:
     v = parse_verdict('{"genuine_followup": true, "label": "new_task_prompt"}')
-    assert isinstance(v, Verdict) and v.genuine and "genuine and label disagree" in v.notes
+    assert isinstance(v, Verdict) and v.genuine and v.label == "plausible_followup"
+    assert any(n.startswith("genuine and label disagree") for n in v.notes)
 
 
 # reasoning ----------------------------------------------------------------------------

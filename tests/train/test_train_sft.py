@@ -76,7 +76,7 @@ def test_sft_bad_flags_fail_before_loading(
     ]
     code = main(base + args)
     err = capsys.readouterr().err
-    assert code == 2 and f"field '{field}'" in err, err
+    assert code == 2 and f"field '--{field}'" in err, err
     assert not (tmp_path / "o").exists()
 
 

@@ -116,7 +116,10 @@ def _from_fields(
         genuine = label == "plausible_followup"  # the rubric defines σ by these labels
         notes = (*notes, "genuine from label")
     elif genuine != (label == "plausible_followup") and label != "other":
-        notes = (*notes, "genuine and label disagree")  # kept as given: σ is primary
+        # σ is primary; the label is made to agree with it (agreement checks refuse a
+        # verdict that contradicts itself), and the note keeps what was said
+        notes = (*notes, f"genuine and label disagree: label {label} replaced")
+        label = "plausible_followup" if genuine else "other"
     challenge = _bool(challenge_raw)
     if challenge is None and challenge_raw is not None:
         notes = (*notes, "challenges_answer unreadable")

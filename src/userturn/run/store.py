@@ -164,10 +164,11 @@ class Store:
                 "upgrade userturn",
                 file=str(self.path),
             )
-        self.conn.execute(
-            "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
-            (str(SCHEMA_VERSION),),
-        )
+        if version != str(SCHEMA_VERSION):  # a read-only command leaves the file as it was
+            self.conn.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
+            )
 
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         try:

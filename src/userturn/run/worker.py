@@ -43,7 +43,7 @@ from userturn.run.likelihood import (
     score_request,
 )
 from userturn.run.records import AnswerRecord, UserTurnRecord, content_key, derive_seed
-from userturn.types import GenRequest, Item, Message, SamplingParams, ScoreRequest
+from userturn.types import GenRequest, GenResult, Item, Message, SamplingParams, ScoreRequest
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +196,8 @@ class ItemWorker:
             GenRequest(prompt=p, role="assistant", params=pa, seeds=(pa.seed,))
             for _, _, p, pa in todo
         ]
-        for (item, key, prompt, _), res in zip(todo, self.backend.generate(reqs), strict=True):
+        results = self._generate(reqs, [item for item, *_ in todo])
+        for (item, key, prompt, _), res in zip(todo, results, strict=True):
             comp = res.completions[0]
             parts = split_reasoning(comp.text, opened=self.markers.opens_reasoning)
             score = dataset.score(item, parts.final) if parts.complete else _no_final(dataset)
@@ -286,10 +287,20 @@ class ItemWorker:
         if plan:
             yield from self._generate_turns(plan)
 
+    def _generate(self, reqs: list[GenRequest], items: list[Item]) -> list[GenResult]:
+        """The backend's results; a request it refuses (e.g. a prompt longer than the
+        context window) is reported with the items it came from."""
+        try:
+            return self.backend.generate(reqs)
+        except UserError as exc:
+            ids = ", ".join(dict.fromkeys(f"{it.dataset}/{it.id}" for it in items))
+            raise UserError(f"{ids}: {exc.message}", field=exc.field) from exc
+
     def _generate_turns(
         self, plan: list[tuple[GenRequest, list[UserTurnRecord]]]
     ) -> Iterator[UserEvent]:
-        results = self.backend.generate([req for req, _ in plan])
+        items = [Item(t.item_id, t.dataset, ()) for _, turns in plan for t in turns]
+        results = self._generate([req for req, _ in plan], items)
         for (_, turns), res in zip(plan, results, strict=True):
             n = max(len(turns), 1)
             for turn, comp in zip(turns, res.completions, strict=True):

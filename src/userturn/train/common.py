@@ -53,7 +53,7 @@ class TrainModel:
     def _options(self, kind: str) -> dict[str, str]:
         if kind not in EVAL_BACKENDS:
             raise UserError(
-                f"expected one of {', '.join(EVAL_BACKENDS)}, got {kind!r}", field="eval-backend"
+                f"expected one of {', '.join(EVAL_BACKENDS)}, got {kind!r}", field="--eval-backend"
             )
         # vLLM places the model itself; only the dtype carries over.
         return (
@@ -71,7 +71,7 @@ def eval_options(text: str | None) -> dict[str, str]:
     if not opts or "adapter" in opts or any(not k for k in opts):
         raise UserError(
             f"expected key=value&key=value backend options (no adapter), got {text!r}",
-            field="eval-options",
+            field="--eval-options",
         )
     return opts
 
@@ -87,14 +87,14 @@ def parse_train_model(raw: str) -> TrainModel:
     spec = parse_spec(raw, what="model", kinds={"hf", *_OTHER_KINDS})
     if spec.kind in _OTHER_KINDS:
         raise UserError(
-            f"training needs a transformers model (hf:ID_OR_PATH), got {raw!r}", field="model"
+            f"training needs a transformers model (hf:ID_OR_PATH), got {raw!r}", field="--model"
         )
     unknown = sorted(set(spec.options) - set(_LOAD_OPTIONS))
     if unknown:
         raise UserError(
             f"unknown option(s) {', '.join(unknown)} for a model to train "
             f"(known: {', '.join(_LOAD_OPTIONS)})",
-            field="model",
+            field="--model",
         )
     return TrainModel(spec.target, dict(spec.options))
 
@@ -141,9 +141,9 @@ class TrainSettings:
         """Counts must be >= 1 and the learning rate > 0, named as the CLI flag."""
         for name in ("max_steps", "max_length", "batch_size", "grad_accum", *extra):
             if getattr(self, name) < 1:
-                raise UserError("must be >= 1", field=name.replace("_", "-"))
+                raise UserError("must be >= 1", field="--" + name.replace("_", "-"))
         if self.learning_rate <= 0:
-            raise UserError("must be > 0", field="learning-rate")
+            raise UserError("must be > 0", field="--learning-rate")
         parse_train_model(self.model)
 
     def trl_args(self) -> dict[str, Any]:

@@ -103,7 +103,7 @@ def template_from_tokenizer(tokenizer: Any, name: str) -> ChatTemplate:
     if isinstance(source, dict):
         source = source.get("default")
     if not source:
-        raise UserError("this tokenizer has no chat template", file=name, field="model")
+        raise UserError("this tokenizer has no chat template", file=name, field="--model")
     return ChatTemplate(
         source=str(source),
         name=f"{name}#tokenizer.chat_template",
@@ -180,7 +180,7 @@ def render_with_spans(
     end-of-turn marker when the rendering has it right after the content.
     """
     if loss_on not in LOSS_ON:
-        raise UserError(f"expected one of {', '.join(LOSS_ON)}, got {loss_on!r}", field="loss-on")
+        raise UserError(f"expected one of {', '.join(LOSS_ON)}, got {loss_on!r}", field="--loss-on")
     markers = markers or derive_markers(tpl)
     text = tpl.render(messages)
     segs = _segments(tpl, messages)
@@ -207,7 +207,7 @@ def tokenize_rendered(tokenizer: Any, rendered: Rendered, max_length: int) -> Ex
         enc = tokenizer(rendered.text, add_special_tokens=False, return_offsets_mapping=True)
     except NotImplementedError as exc:  # slow (Python) tokenizers have no offsets
         raise UserError(
-            "loss masks need a fast tokenizer (character offsets)", field="model"
+            "loss masks need a fast tokenizer (character offsets)", field="--model"
         ) from exc
     ids: list[int] = list(enc["input_ids"])[:max_length]
     offsets = list(enc["offset_mapping"])[:max_length]
@@ -262,7 +262,7 @@ def check_source(source: str) -> None:
         raise UserError(
             "expected sharegpt, sharegpt:PATH or a JSONL file of conversations",
             file=str(path),
-            field="data",
+            field="--data",
         )
 
 
@@ -276,7 +276,7 @@ def conversations(source: str) -> Iterator[list[Message]]:
     if source == "sharegpt" or source.startswith("sharegpt:"):
         path = Path(source.partition(":")[2]) if ":" in source else assets.fetch(SHAREGPT)
         if not path.is_file():
-            raise UserError("file not found", file=str(path), field="data")
+            raise UserError("file not found", file=str(path), field="--data")
         yield from _sharegpt(json_array_rows(path) if path.suffix == ".json" else jsonl_rows(path))
         return
     path = Path(source.removeprefix("jsonl:"))
@@ -284,7 +284,7 @@ def conversations(source: str) -> Iterator[list[Message]]:
         raise UserError(
             "expected sharegpt, sharegpt:PATH or a JSONL file of conversations",
             file=str(path),
-            field="data",
+            field="--data",
         )
     for row in jsonl_rows(path):
         if row.error is not None:

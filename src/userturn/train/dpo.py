@@ -49,9 +49,9 @@ class DPOSettings(TrainSettings):
 
     def check(self) -> None:
         if (self.from_run is None) == (self.pairs_file is None):
-            raise UserError("give exactly one of --from-run DIR or --pairs FILE", field="from-run")
+            raise UserError("give exactly one of --from-run DIR or --pairs FILE", field="--from-run")
         if self.beta <= 0:
-            raise UserError("must be > 0", field="beta")
+            raise UserError("must be > 0", field="--beta")
         self.check_budget("max_pairs_per_context")
 
 
@@ -75,7 +75,7 @@ def load_pairs(settings: DPOSettings) -> tuple[list[dict[str, Any]], dict[str, A
             "no preference pairs: no context has both a genuine and a "
             "non-genuine user turn (sample more: T>0 and --samples k>=4)",
             file=str(where),
-            field="from-run",
+            field="--from-run",
         )
     info["items"] = sorted(
         {f"{p['dataset']}/{p['item_id']}" for p in pairs if "dataset" in p and "item_id" in p}

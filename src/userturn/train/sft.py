@@ -47,7 +47,7 @@ class SFTSettings(TrainSettings):
     def check(self) -> None:
         if self.loss_on not in LOSS_ON:
             raise UserError(
-                f"expected one of {', '.join(LOSS_ON)}, got {self.loss_on!r}", field="loss-on"
+                f"expected one of {', '.join(LOSS_ON)}, got {self.loss_on!r}", field="--loss-on"
             )
         self.check_budget("max_examples")
         check_source(self.data)
@@ -71,7 +71,7 @@ def sft_examples(
         raise UserError(
             f"no usable conversations in {settings.data!r} for --loss-on "
             f"{settings.loss_on} (read {stats.read}, skipped {stats.skipped})",
-            field="data",
+            field="--data",
         )
     return examples, stats
 
