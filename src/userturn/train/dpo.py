@@ -49,7 +49,9 @@ class DPOSettings(TrainSettings):
 
     def check(self) -> None:
         if (self.from_run is None) == (self.pairs_file is None):
-            raise UserError("give exactly one of --from-run DIR or --pairs FILE", field="--from-run")
+            raise UserError(
+                "give exactly one of --from-run DIR or --pairs FILE", field="--from-run"
+            )
         if self.beta <= 0:
             raise UserError("must be > 0", field="--beta")
         self.check_budget("max_pairs_per_context")
