@@ -166,6 +166,20 @@ def test_dry_run_counts_what_is_left(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["run", "--dry-run", "--model", "fake:x", "--model", "nope"]) == 2
 
 
+def test_dry_run_of_the_other_probes(capsys: pytest.CaptureFixture[str]) -> None:
+    """Likelihood contexts cost no judge call; rollouts count conversations x turns."""
+    argv = ["--dataset", "healthbench", "--limit", "4", "--dry-run"]
+    assert main(["likelihood", "--model", "fake:x", *argv]) == 0
+    text = capsys.readouterr().out
+    assert "contexts to score: 4 (0 stored); no judge calls" in text
+    assert "user turns" not in text
+    roll = ["rollout", "--model", "fake:x", "--dataset", "gsm8k", "--limit", "2"]
+    assert main([*roll, "--turns", "3", "--best-of", "2", "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert "2 conversations" in text and "at most 6 user turns" in text
+    assert "12 candidates with best-of 2" in text
+
+
 def test_requires_python_matches_the_tooling() -> None:
     """gsm8k reads TOML with tomllib (3.11+): pyproject, ruff and mypy say the same."""
     meta = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))

@@ -149,6 +149,9 @@ MODELS: dict[str, Plugin] = {
                 "batch_samples": Option(
                     "str", "decode the k samples of a prompt together", choices=("on", "off")
                 ),
+                "n_seq": Option(
+                    "int", "most samples decoded at once when batch_samples=on", min=1, max=64
+                ),
             },
         ),
         Plugin(

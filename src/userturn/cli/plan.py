@@ -42,6 +42,8 @@ def dry_run(cfg: RunConfig, out: Path | None) -> int:
     out = out or driver.default_out(cfg)
     driver.check_out(out)
     jobs = driver.load_jobs(cfg)
+    if cfg.probe != "generate":
+        return _dry_run_probe(cfg, out, jobs)
     judges = driver.load_judges(cfg)
     try:
         perts = [load_perturbation(p).id for p in cfg.perturbations]
@@ -74,6 +76,40 @@ def dry_run(cfg: RunConfig, out: Path | None) -> int:
     finally:
         for judge in judges:
             judge.close()
+    return 0
+
+
+def _dry_run_probe(cfg: RunConfig, out: Path, jobs: list[Job]) -> int:
+    """The likelihood probe and rollouts count contexts and conversations, not the
+    generation grid: a likelihood context costs one scoring pass and no judge call; a
+    rollout costs up to ``turns`` answers and user turns (``best_of`` candidates each),
+    fewer when ``--stop-on degenerate`` ends it early."""
+    say = output.say
+    n_items = sum(len(j.items) for j in jobs)
+    say(f"run directory: {out}" + (" (exists: stored work is reused)" if out.exists() else ""))
+    if cfg.probe == "likelihood":
+        contexts = driver.planned_user_turns(cfg, jobs) * len(cfg.models)
+        stored = 0
+        if (out / STORE_NAME).exists():
+            with open_run(out) as store:
+                stored = len(store.likelihood_keys())
+        say(
+            f"likelihood probe: {len(cfg.models)} model(s) x {len(jobs)} dataset(s) "
+            f"({n_items} items) x perturbations={cfg.perturbations}"
+        )
+        say(f"contexts to score: {max(0, contexts - stored)} ({stored} stored); no judge calls")
+        return 0
+    temp = cfg.temperatures[0]
+    convs = n_items * samples_at(temp, cfg.samples) * len(cfg.models)
+    say(
+        f"rollouts: {len(cfg.models)} model(s) x {n_items} items x "
+        f"k={samples_at(temp, cfg.samples)} at T={temp}: {convs} conversations"
+    )
+    say(
+        f"at most {convs * cfg.turns} user turns ({cfg.turns} per conversation, "
+        f"{convs * cfg.turns * cfg.best_of} candidates with best-of {cfg.best_of}), "
+        f"each judged by {', '.join(cfg.judges)}"
+    )
     return 0
 
 

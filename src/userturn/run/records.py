@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
@@ -33,7 +34,7 @@ def derive_seed(run_seed: int, *parts: object) -> int:
     return int.from_bytes(hashlib.sha256(blob).digest()[:4], "big") & 0x7FFFFFFF
 
 
-def _data(obj: Any, columns: frozenset[str]) -> dict[str, Any]:
+def _data(obj: Any, columns: Collection[str]) -> dict[str, Any]:
     """The record's fields that are not indexed columns (the JSON ``data`` column)."""
     return {k: v for k, v in asdict(obj).items() if k not in columns}
 
@@ -66,7 +67,8 @@ class AnswerRecord:
     reference: dict[str, Any] | None = None
     """The item's gold data, kept so ``userturn rescore`` can re-apply a changed scorer."""
 
-    COLUMNS: ClassVar[frozenset[str]] = frozenset({"key", "item_id", "dataset", "model", "config"})
+    COLUMNS: ClassVar[tuple[str, ...]] = ("key", "item_id", "model", "dataset", "config")
+    """The fields the store keeps in indexed columns, in table order; the rest is JSON."""
 
     @property
     def truncated(self) -> bool:
@@ -128,22 +130,21 @@ class UserTurnRecord:
     candidates: tuple[dict[str, Any], ...] | None = None
     """Best-of-N rollouts: every sampled candidate with its verdict; one is ``chosen``."""
 
-    COLUMNS: ClassVar[frozenset[str]] = frozenset(
-        {
-            "key",
-            "answer_key",
-            "item_id",
-            "model",
-            "dataset",
-            "config",
-            "temperature",
-            "sample",
-            "seed",
-            "perturbation",
-            "probe",
-            "turn",
-        }
+    COLUMNS: ClassVar[tuple[str, ...]] = (
+        "key",
+        "answer_key",
+        "item_id",
+        "model",
+        "dataset",
+        "config",
+        "temperature",
+        "sample",
+        "seed",
+        "perturbation",
+        "probe",
+        "turn",
     )
+    """The fields the store keeps in indexed columns, in table order; the rest is JSON."""
 
     def to_row(self) -> dict[str, Any]:
         data = _data(self, self.COLUMNS)

@@ -67,21 +67,8 @@ INSERT OR IGNORE INTO configs(id, data) VALUES
   ('{LEGACY_CONFIG}', '{{"note": "made before config fingerprints (userturn 0.1)"}}');
 """
 _LIKELIHOOD_COLS = ("key", "item_id", "model", "dataset", "config", "perturbation")
-_ANSWER_COLS = ("key", "item_id", "model", "dataset", "config")
-_TURN_COLS = (
-    "key",
-    "answer_key",
-    "item_id",
-    "model",
-    "dataset",
-    "config",
-    "temperature",
-    "sample",
-    "seed",
-    "perturbation",
-    "probe",
-    "turn",
-)
+_ANSWER_COLS = AnswerRecord.COLUMNS
+_TURN_COLS = UserTurnRecord.COLUMNS
 
 
 class TurnFact(NamedTuple):
