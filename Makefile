@@ -7,7 +7,7 @@ PIP    := $(PY) -m pip --disable-pip-version-check -q
 UT     := $(PY) -m userturn
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: setup setup-test run test test-all check bench clean
+.PHONY: setup setup-test run test test-all test-slow check bench clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,10 @@ test: setup-test
 
 test-all: setup-test
 	$(PY) -m pytest -m "not gpu" -q
+
+# What make test leaves out (tests marked slow); CI runs it after make test.
+test-slow: setup-test
+	$(PY) -m pytest -m "slow and not gpu" -q
 
 check: setup-test
 	$(VENV)/bin/ruff check src tests bench

@@ -236,6 +236,7 @@ def test_real_llama_cpp_server_judge(llama_server: str) -> None:
     assert out[0].usage["prompt_tokens"] > 500  # the rubric was sent
 
 
+@pytest.mark.slow  # the llama.cpp server judge covers this path in make test
 def test_real_in_process_llamacpp_judge() -> None:
     judge = load_judge("llm:smollm2-135m?cache=off&max_tokens=40&n_threads=1")
     out = judge.judge(REAL[:1])

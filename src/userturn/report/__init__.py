@@ -188,7 +188,8 @@ def build_report(
         records = [_slim(r) for r in islice(turns, max_transcripts)]
     judge = pick_judge(a, run_dir, judge)
     folder = run_dir / "report"
-    tables = all_tables(a, judge)
+    # a table with no rows (say the likelihood table of a generation run) is left out
+    tables = [t for t in all_tables(a, judge) if t.rows]
     table_paths = [p for t in tables for p in t.write(folder / "tables")]
     figs = plotting.write_plots(a, judge, folder / "plots")
     write_json(folder / "analysis.json", {"judge": judge, **a.to_json()})
