@@ -151,7 +151,7 @@ def fit(cols: list[str], rows: list[list[str]], width: int) -> list[int] | None:
     head = [_longest_word(c) for c in cols]
     whole = [max([h, *(cell_len(r[i]) for r in rows), 1]) for i, h in enumerate(head)]
     words = [max([h, *(_longest_word(r[i]) for r in rows), 1]) for i, h in enumerate(head)]
-    room = width - GAP * (len(cols) - 1)
+    room = width - GAP * (len(cols) - 1) - 1  # the last column keeps its right padding
     for least in (whole, words):
         if sum(least) <= room:
             return _narrow(natural, least, room)
