@@ -301,6 +301,7 @@ def likelihood(ctx: typer.Context) -> int:
     """
     from userturn.cli import main
 
+    _forwarded_help("likelihood", likelihood.__doc__, ctx.args)
     return main(["run", "--probe", "likelihood", *ctx.args])
 
 
@@ -310,6 +311,7 @@ def rollout(ctx: typer.Context) -> int:
     temperature of the user turns; answers use --answer-temperature)."""
     from userturn.cli import main
 
+    _forwarded_help("rollout", rollout.__doc__, ctx.args)
     args = list(ctx.args)
     if "--user-temperature" in args:
         i = args.index("--user-temperature")
@@ -317,6 +319,13 @@ def rollout(ctx: typer.Context) -> int:
             raise UserError("expects a number", field="--user-temperature")
         args[i : i + 2] = ["--temperatures", args[i + 1]]
     return main(["run", "--probe", "rollout", *args])
+
+
+def _forwarded_help(name: str, doc: str | None, args: list[str]) -> None:
+    """``userturn NAME --help`` says what NAME is before ``run``'s options, which it takes."""
+    if "--help" in args or "-h" in args:
+        text = " ".join((doc or "").split())
+        output.say(f"userturn {name}: {text}\nIt takes every option of `userturn run`:\n")
 
 
 def register(app: typer.Typer) -> None:
