@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from userturn.backends.fake import REQUESTS
+from userturn.cli import main
 from userturn.config import build_config
+from userturn.errors import UserError
 from userturn.run.rollout import run_rollouts
 from userturn.run.store import Store
 
@@ -100,6 +102,44 @@ def test_best_of_keeps_the_most_genuine_candidate_and_records_all(tmp_path: Path
         best = max(c["probability"] for c in t.candidates)
         assert chosen[0]["probability"] == best
         assert verdicts[t.key][0].probability == pytest.approx(best)
+
+
+@pytest.mark.parametrize(
+    ("over", "field"),
+    [
+        ({"temperatures": [0.7, 1.0]}, "temperatures"),
+        ({"perturbations": ["none", "truncate:0.5"]}, "perturbations"),
+        ({"temperatures": [0.0], "best_of": 2}, "best_of"),
+    ],
+)
+def test_a_grid_the_rollout_cannot_play_is_refused(
+    tmp_path: Path, over: dict[str, object], field: str
+) -> None:
+    """Taking the first temperature or perturbation silently would mislabel the cells."""
+    with pytest.raises(UserError) as err:
+        run_rollouts(_cfg(**over), tmp_path / "r")  # type: ignore[arg-type]
+    assert err.value.field == field and not (tmp_path / "r").exists()
+
+
+def test_the_rollout_command_samples_at_one_user_temperature(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No temperature given: T=1.0; ``--user-temperature=T`` and ``--user-temperature T``
+    both set it."""
+    base = ["rollout", "--model", "fake:x", "--limit", "1", "--turns", "1", "--dry-run"]
+    assert main(base) == 0
+    assert "at T=1.0" in capsys.readouterr().out
+    assert main([*base, "--user-temperature=0.7"]) == 0
+    assert "at T=0.7" in capsys.readouterr().out
+    assert main([*base, "--user-temperature", "0.5", "--best-of", "2"]) == 0
+    assert "at T=0.5" in capsys.readouterr().out
+    assert main([*base, "--temperatures", "0,1"]) == 2
+
+
+def test_likelihood_on_a_dataset_without_real_turns_is_refused(tmp_path: Path) -> None:
+    argv = ["likelihood", "--model", "fake:x", "--dataset", "gsm8k", "--limit", "2"]
+    assert main([*argv, "--out", str(tmp_path / "r")]) == 2
+    assert not (tmp_path / "r").exists()
 
 
 def test_rollout_on_the_embedded_model_resumes_after_sigkill(tmp_path: Path) -> None:

@@ -312,13 +312,24 @@ def rollout(ctx: typer.Context) -> int:
     from userturn.cli import main
 
     _forwarded_help("rollout", rollout.__doc__, ctx.args)
-    args = list(ctx.args)
-    if "--user-temperature" in args:
-        i = args.index("--user-temperature")
-        if i + 1 >= len(args):
-            raise UserError("expects a number", field="--user-temperature")
-        args[i : i + 2] = ["--temperatures", args[i + 1]]
+    args = _user_temperature(list(ctx.args))
     return main(["run", "--probe", "rollout", *args])
+
+
+def _user_temperature(args: list[str]) -> list[str]:
+    """``--user-temperature T`` (or ``=T``) is ``--temperatures T``; without either, the
+    user turns are sampled at T=1.0 (a rollout at T=0 repeats its single greedy path)."""
+    for i, arg in enumerate(args):
+        if arg.startswith("--user-temperature="):
+            args[i : i + 1] = ["--temperatures", arg.partition("=")[2]]
+        elif arg == "--user-temperature":
+            if i + 1 >= len(args):
+                raise UserError("expects a number", field="--user-temperature")
+            args[i : i + 2] = ["--temperatures", args[i + 1]]
+    given = any(a == "--temperatures" or a.startswith("--temperatures=") for a in args)
+    if not given and "--config" not in args and not any(a.startswith("--config=") for a in args):
+        args += ["--temperatures", "1.0"]
+    return args
 
 
 def _forwarded_help(name: str, doc: str | None, args: list[str]) -> None:

@@ -128,6 +128,13 @@ def load_jobs(cfg: RunConfig) -> list[Job]:
         items = select_items(ds, cfg)
         if not items:
             raise UserError(f"dataset {spec!r} has no items to run", field="dataset")
+        if cfg.probe == "likelihood" and not any(it.reference_turn for it in items):
+            raise UserError(
+                f"dataset {spec!r} has no real next user turn to score: the likelihood "
+                "probe needs healthbench, sharegpt, mtbench, coval or jsonl rows with "
+                "reference_turn",
+                field="dataset",
+            )
         jobs.append(Job(ds, items))
     return jobs
 
@@ -161,6 +168,25 @@ def check_plan(cfg: RunConfig) -> None:
         load_perturbation(pert)
     if cfg.chat_template is not None:
         read_text(Path(cfg.chat_template), "chat template file")
+    if cfg.probe == "rollout":
+        check_rollout(cfg)
+
+
+def check_rollout(cfg: RunConfig) -> None:
+    """A rollout plays one user temperature and one perturbation; a grid over either is
+    several rollout runs, and silently taking the first would mislabel the cells."""
+    if len(cfg.temperatures) != 1:
+        raise UserError(
+            f"rollouts take one user temperature (--user-temperature T), got {cfg.temperatures}",
+            field="temperatures",
+        )
+    if len(cfg.perturbations) != 1:
+        raise UserError("rollouts take one perturbation", field="perturbations")
+    if cfg.best_of > 1 and cfg.temperatures[0] == 0:
+        raise UserError(
+            "--best-of needs a user temperature > 0: greedy candidates are all the same",
+            field="best_of",
+        )
 
 
 def load_judges(cfg: RunConfig) -> list[Judge]:
@@ -169,8 +195,9 @@ def load_judges(cfg: RunConfig) -> list[Judge]:
 
 def planned_user_turns(cfg: RunConfig, jobs: list[Job]) -> int:
     """User turns (or, for the likelihood probe, contexts) the grid asks for."""
-    if cfg.probe == "likelihood":
-        return sum(len(j.items) for j in jobs) * len(cfg.perturbations)
+    if cfg.probe == "likelihood":  # only contexts with a real next turn are scored
+        scored = sum(1 for j in jobs for it in j.items if it.reference_turn)
+        return scored * len(cfg.perturbations)
     per_context = sum(samples_at(t, cfg.samples) for t in cfg.temperatures)
     return sum(len(j.items) for j in jobs) * len(cfg.perturbations) * per_context
 
