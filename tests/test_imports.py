@@ -66,3 +66,17 @@ def test_only_the_store_runs_sql_on_a_run(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
     if rel not in own_db:
         assert "sqlite3" not in text and ".execute(" not in text, rel
+
+
+def test_the_cli_starts_without_the_heavy_libraries() -> None:
+    """Every command pays the CLI's import time (a finished run is re-run in about 3 s,
+    P4): statistics, dataframes, learners and engines are imported where they are used."""
+    import subprocess
+    import sys
+
+    heavy = ["statsmodels", "scipy", "pandas", "sklearn", "torch", "transformers", "llama_cpp"]
+    code = f"import sys, userturn.cli; print(','.join(m for m in {heavy!r} if m in sys.modules))"
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert loaded == "", f"imported at CLI start: {loaded}"

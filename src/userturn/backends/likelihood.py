@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import log_softmax
 
 from userturn.types import ContinuationScore
 
@@ -49,6 +48,8 @@ def continuation_ids(
 def target_logprobs(logits: NDArray[np.floating], targets: Sequence[int]) -> NDArray[np.float64]:
     """``log p(targets[i] | row i)`` for logits rows (one row per target), full softmax."""
     rows = np.asarray(logits, dtype=np.float64).reshape(len(targets), -1)
+    from scipy.special import log_softmax  # scipy is slow to import: on use
+
     lp = log_softmax(rows, axis=1)
     return np.asarray(lp[np.arange(len(targets)), np.asarray(targets, dtype=np.int64)])
 

@@ -29,8 +29,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from statsmodels.stats.proportion import proportion_confint
-
 from userturn.errors import UserError, read_text
 from userturn.judges.base import Judge
 from userturn.types import LABELS, JudgeInput, Judgment
@@ -73,6 +71,8 @@ def interval(count: int, n: int) -> dict[str, float | None]:
     """A proportion with its Wilson CI (None where there is nothing to estimate)."""
     if n == 0:
         return {"value": None, "ci_low": None, "ci_high": None}
+    from statsmodels.stats.proportion import proportion_confint  # 2 s to import: on use
+
     low, high = proportion_confint(count, n, alpha=CI_ALPHA, method=CI_METHOD)
     return {"value": round(count / n, 4), "ci_low": round(float(low), 4),
             "ci_high": round(float(high), 4)}  # fmt: skip
