@@ -153,3 +153,28 @@ def test_offline_card_is_out_of_fold() -> None:
     assert card is not None
     assert "out-of-fold" in card["method"]
     assert load_card("offline", "offline-0+stale") is None
+
+
+def test_card_written_into_a_run_updates_its_corrected_rates(tmp_path: Path) -> None:
+    """``judge card --run DIR`` rewrites summary.json at once: the run's cells switch from
+    the shipped card to the run's own."""
+    from shared_files import SHARED
+    from userturn.cli import main
+
+    run = tmp_path / "run"
+    assert (
+        main(["run", "--model", "fake:x", "--limit", "6", "--judge", "rules", "--out", str(run)])
+        == 0
+    )
+    before = json.loads((run / "summary.json").read_text())["cells"]
+    ref = tmp_path / "ref.jsonl"
+    rows = (SHARED / "judge_dev.jsonl").read_text(encoding="utf-8").splitlines()[:40]
+    ref.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    argv = ["judge", "card", "--judge", "rules", "--ref", str(ref), "--run", str(run)]
+    assert main(argv) == 0
+    card = json.loads((run / "judge_cards" / card_filename("rules")).read_text())
+    assert sum(card["sigma"].values()) == 40
+    after = json.loads((run / "summary.json").read_text())["cells"]
+    assert [c["rate"] for c in after] == [c["rate"] for c in before]
+    key = "ci_corrected_low"  # the rate is 100% here, so its corrected value clips to 1
+    assert [c[key] for c in after] != [c[key] for c in before]

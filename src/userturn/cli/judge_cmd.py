@@ -155,6 +155,10 @@ def card(
     path = write_card(data, folder)
     typer.echo(json.dumps(data, indent=1, ensure_ascii=False))
     typer.echo(f"wrote {path}", err=True)
+    if run_dir is not None:  # the run's corrected rates use the new card from now on
+        with open_run(run_dir) as store:
+            write_outputs(run_dir, store)
+        typer.echo(f"updated {run_dir / 'summary.json'}", err=True)
     return 0
 
 
