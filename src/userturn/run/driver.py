@@ -296,6 +296,22 @@ def _run(
     if cfg.judge_reference:
         turns += add_reference_rows(store, turns, stats)
     tally = _judge(store, judges, turns, stats, progress)
+    return finish_run(cfg, out, store, jobs, date, config_id, stats, described, tally)
+
+
+def finish_run(
+    cfg: RunConfig,
+    out: Path,
+    store: Store,
+    jobs: list[Job],
+    date: dt.date,
+    config_id: str,
+    stats: RunStats,
+    described: list[dict[str, Any]],
+    tally: JudgeTally,
+) -> RunResult:
+    """Write a finished invocation's outputs (records, summary, stats, manifest): the
+    probe and rollouts end the same way, so their run directories read the same."""
     cells = write_outputs(out, store)
     write_json(out / "run_stats.json", stats.to_json())
     datasets = [

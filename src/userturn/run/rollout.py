@@ -41,7 +41,6 @@ from userturn.config import RunConfig
 from userturn.judges import Judge
 from userturn.run import driver
 from userturn.run.judge_stage import JudgeTally, judge_input, judge_rows
-from userturn.run.outputs import manifest, write_json, write_manifest, write_outputs
 from userturn.run.records import AnswerRecord, UserTurnRecord, derive_seed
 from userturn.run.store import Store
 from userturn.run.worker import AnswerEvent, ItemWorker, samples_at
@@ -314,16 +313,7 @@ def _rollouts(
         finally:
             backend.close()
     tally = judge_rows(store, judges[1:], turns) if len(judges) > 1 else JudgeTally()
-    cells = write_outputs(out, store)
-    write_json(out / "run_stats.json", stats.to_json())
-    datasets = [
-        {**j.dataset.describe(), "id": j.dataset.id, "items_used": len(j.items)} for j in jobs
-    ]
-    info = manifest(
-        cfg.model_dump(mode="json"), date.isoformat(), described, datasets, store.configs()
-    )
-    write_manifest(out, info)
-    return driver.RunResult(out, cells, stats, jobs, config_id, tally)
+    return driver.finish_run(cfg, out, store, jobs, date, config_id, stats, described, tally)
 
 
 def _model_rollouts(
