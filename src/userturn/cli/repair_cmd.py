@@ -28,8 +28,9 @@ def recover_cmd(
     if res.moved_aside is not None:
         typer.echo(f"moved the old store aside to {res.moved_aside}")
     typer.echo(
-        f"rebuilt {run}/store.sqlite: {res.user_turns} user turns, {res.answers} answers, "
-        f"{res.judgments} judgments; rerunning the same command resumes from here"
+        f"rebuilt {run}/store.sqlite: {res.user_turns} user turns, {res.likelihoods} "
+        f"likelihood contexts, {res.answers} answers, {res.judgments} judgments; rerunning "
+        "the same command resumes from here"
     )
     return 0
 

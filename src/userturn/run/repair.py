@@ -6,9 +6,10 @@ scorer (a better number extractor, a new verifier) would otherwise never reach o
 runs. The gold data is stored with each answer for exactly this.
 
 Why recover: ``records.jsonl`` is a complete copy of what a run produced (every user
-turn with its context, answer, keys and verdicts), so a store that was deleted, zeroed
-or damaged can be rebuilt from it, and a rerun then makes no model call for what the
-records hold. A damaged store is moved aside, never deleted.
+turn with its context, answer, keys and verdicts; every likelihood-probe context with
+its scored candidates), so a store that was deleted, zeroed or damaged can be rebuilt
+from it, and a rerun then makes no model call for what the records hold. A damaged
+store is moved aside, never deleted.
 """
 
 from __future__ import annotations
@@ -16,20 +17,22 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
+from pydantic import TypeAdapter, ValidationError
 
 from userturn.chat import split_reasoning
 from userturn.datasets import load_dataset
 from userturn.datasets.base import read_jsonl
 from userturn.errors import UserError
+from userturn.run.likelihood import LikelihoodRecord
 from userturn.run.outputs import write_outputs
 from userturn.run.records import AnswerRecord, UserTurnRecord, content_key
 from userturn.run.store import LEGACY_CONFIG, STORE_NAME, Store, open_run
-from userturn.types import AnswerFinish, Item, Judgment
+from userturn.types import Item, Judgment
 
 
 @dataclass
@@ -83,6 +86,19 @@ def _rescored(
     return replace(ans, score=score, correct=None if score is None else score.get("correct"))
 
 
+def describe_changes(result: RescoreResult) -> list[str]:
+    """Human-readable lines for ``userturn rescore``."""
+    by_ds = Counter(ds for ds, *_ in result.changed)
+    lines = [f"{result.rescored} answers rescored; {len(result.changed)} changed correctness"]
+    lines += [f"  {ds}: {n} changed" for ds, n in sorted(by_ds.items())]
+    lines += [
+        f"  {ds} {item}: {json.dumps(a)} -> {json.dumps(b)}"
+        for ds, item, a, b in result.changed[:20]
+    ]
+    lines += [f"  skipped {n}: {why}" for why, n in result.skipped.items()]
+    return lines
+
+
 # recover ----------------------------------------------------------------------------------
 @dataclass
 class RecoverResult:
@@ -90,6 +106,32 @@ class RecoverResult:
     answers: int
     judgments: int
     moved_aside: Path | None
+    likelihoods: int = 0
+    """Likelihood-probe contexts (``probe: "likelihood"`` lines)."""
+
+
+@dataclass(frozen=True)
+class RecordLine:
+    """One records.jsonl line, read back: a user turn or a likelihood-probe context, the
+    answer it followed (when the line carries the answer's text) and its verdicts."""
+
+    record: UserTurnRecord | LikelihoodRecord
+    answer: AnswerRecord | None = None
+    judgments: tuple[Judgment, ...] = ()
+
+
+T = TypeVar("T")
+_ID = {"key": "id"}
+"""Record field -> line key, where they differ (``record_line``, ``LikelihoodRecord.to_line``)."""
+_ANSWER = {
+    "model": "answer_model",
+    "text": "answer",
+    "reasoning": "answer_reasoning",
+    "finish": "answer_finish",
+    "correct": "correct",
+    "reference": "answer_gold",
+}
+"""AnswerRecord field -> line key: the answer's part of a user turn's line."""
 
 
 def recover(run_dir: Path, force: bool = False) -> RecoverResult:
@@ -102,7 +144,7 @@ def recover(run_dir: Path, force: bool = False) -> RecoverResult:
     records = run_dir / "records.jsonl"
     if not records.is_file():
         raise UserError("no records.jsonl to recover from", file=str(run_dir))
-    parsed = [_parse_line(obj, str(records), line) for line, obj in read_jsonl(records)]
+    parsed = [parse_line(obj, str(records), line) for line, obj in read_jsonl(records)]
     path = run_dir / STORE_NAME
     if path.exists():
         _check_replaceable(path, force)
@@ -110,33 +152,37 @@ def recover(run_dir: Path, force: bool = False) -> RecoverResult:
     for stale in (staging, *_sidecars(staging)):
         stale.unlink(missing_ok=True)
     with Store(staging) as store:
-        counts = _fill(store, run_dir, parsed)
-    moved = _move_aside(path) if path.exists() else None
+        result = _fill(store, run_dir, parsed)
+    result.moved_aside = _move_aside(path) if path.exists() else None
     staging.rename(path)
     with open_run(run_dir) as store:
         write_outputs(run_dir, store)
-    return RecoverResult(*counts, moved)
+    return result
 
 
-def _fill(
-    store: Store,
-    run_dir: Path,
-    parsed: list[tuple[UserTurnRecord, AnswerRecord | None, list[Judgment]]],
-) -> tuple[int, int, int]:
+def _fill(store: Store, run_dir: Path, parsed: list[RecordLine]) -> RecoverResult:
+    """Load every parsed line in file order (records.jsonl is written in store order,
+    so the rebuilt store exports the same file)."""
     _restore_manifest(run_dir, store)
+    result = RecoverResult(0, 0, 0, None)
     seen: set[str] = set()
-    judgments = 0
     with store.transaction():
-        for turn, answer, verdicts in parsed:
-            if answer is not None and answer.key not in seen:
-                store.put_answer(answer)
-                seen.add(answer.key)
-            store.put_user_turn(turn)
-            for v in verdicts:
-                store.put_judgment(turn.key, v)
-                judgments += 1
+        for line in parsed:
+            if line.answer is not None and line.answer.key not in seen:
+                store.put_answer(line.answer)
+                seen.add(line.answer.key)
+            if isinstance(line.record, LikelihoodRecord):
+                store.put_likelihood(line.record)
+                result.likelihoods += 1
+            else:
+                store.put_user_turn(line.record)
+                result.user_turns += 1
+            for v in line.judgments:
+                store.put_judgment(line.record.key, v)
+                result.judgments += 1
     store.checkpoint()
-    return len(parsed), len(seen), judgments
+    result.answers = len(seen)
+    return result
 
 
 def _sidecars(path: Path) -> list[Path]:
@@ -147,7 +193,7 @@ def _check_replaceable(path: Path, force: bool) -> None:
     """A store that opens and holds results is kept unless --force."""
     try:
         with Store(path) as store:
-            healthy = store.count_user_turns() > 0
+            healthy = store.count_records() > 0
     except UserError:
         healthy = False
     if healthy and not force:
@@ -183,83 +229,97 @@ def _restore_manifest(run_dir: Path, store: Store) -> None:
             store.put_config(str(cid), dict(opts or {}))
 
 
-def _parse_line(
-    obj: dict[str, Any], file: str, line: int
-) -> tuple[UserTurnRecord, AnswerRecord | None, list[Judgment]]:
+def parse_line(obj: dict[str, Any], file: str, line: int) -> RecordLine:
+    """One records.jsonl line as the records it was written from, checked against their
+    field types; anything else is one line naming the file, line and field."""
     try:
+        if obj.get("probe") == "likelihood":
+            rec = _valid(LikelihoodRecord, _by_field(LikelihoodRecord, obj, _ID), _ID)
+            return RecordLine(rec, _answer(obj, rec))
         turn = _turn(obj)
-        answer = _answer(obj, turn)
-        verdicts = [_judgment(j) for j in obj.get("judgments") or []]
+        verdicts = tuple(_judgment(j) for j in obj.get("judgments") or [])
+        return RecordLine(turn, _answer(obj, turn), verdicts)
+    except UserError as exc:
+        raise UserError(exc.message, file=file, line=line, field=exc.field) from exc
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(f"not a records.jsonl line ({exc!r})", file=file, line=line) from exc
-    return turn, answer, verdicts
+
+
+def _by_field(cls: type[Any], obj: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    """The line's value of every field of the record class ``cls`` (under its line key,
+    ``names`` giving the renamed ones). Taking fields by name, not from a hand-kept list,
+    means a field the writer puts on the line comes back without a change here. A null
+    where the field's default is not (lines of older versions) takes the default."""
+    out: dict[str, Any] = {}
+    for f in fields(cls):
+        key = names.get(f.name, f.name)
+        if key not in obj:
+            continue
+        if obj[key] is None and f.default is not MISSING and f.default is not None:
+            continue
+        out[f.name] = obj[key]
+    return out
+
+
+_ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}
+"""One validator per record class, built on first use (the CLI imports this module on
+every start, and building one takes tens of milliseconds)."""
+
+
+def _adapter(cls: type[Any]) -> TypeAdapter[Any]:
+    if cls not in _ADAPTERS:
+        _ADAPTERS[cls] = TypeAdapter(cls)
+    return _ADAPTERS[cls]
+
+
+def _valid(cls: type[T], values: dict[str, Any], names: dict[str, str]) -> T:
+    """The record, its fields checked against their annotations (a line edited by hand
+    or cut short is refused before the store is touched, not found broken later)."""
+    try:
+        rec = _adapter(cls).validate_python(values)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = [str(p) for p in err["loc"]]
+        where = ".".join([names.get(loc[0], loc[0]), *loc[1:]]) if loc else None
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise UserError(f"not a records.jsonl line: {err['msg']}{more}", field=where) from exc
+    assert isinstance(rec, cls)
+    return rec
 
 
 def _turn(obj: dict[str, Any]) -> UserTurnRecord:
     """A user turn from its line; lines written before records carried ``answer_key`` and
     ``config`` (userturn 0.1) get a key derived from the answer and the config ``legacy``."""
-    answer_key = obj.get("answer_key") or content_key(
-        "recovered", obj["dataset"], obj["item_id"], obj.get("answer")
-    )
-    return UserTurnRecord(
-        key=str(obj["id"]),
-        answer_key=str(answer_key),
-        item_id=str(obj["item_id"]),
-        model=str(obj["model"]),
-        dataset=str(obj["dataset"]),
-        config=str(obj.get("config") or LEGACY_CONFIG),
-        temperature=obj["temperature"],
-        sample=int(obj["sample"]),
-        seed=obj.get("seed"),
-        perturbation=str(obj["perturbation"]),
-        messages=tuple(obj["messages"]),
-        family=str(obj.get("family") or ""),
-        probe=obj.get("probe", "generate"),
-        turn=int(obj.get("turn") or 1),
-        prompt_sha=obj.get("prompt_sha"),
-        template_sha=obj.get("template_sha"),
-        content_survived=bool(obj.get("content_survived", True)),
-        removed=obj.get("removed"),
-        reference_turn=obj.get("reference_turn"),
-        user_turn=str(obj.get("user_turn") or ""),
-        user_finish=str(obj.get("user_finish") or ""),
-        thinking_markup=bool(obj.get("thinking_markup")),
-    )
+    values = _by_field(UserTurnRecord, obj, _ID)
+    values["config"] = values.get("config") or LEGACY_CONFIG
+    if not values.get("answer_key"):
+        values["answer_key"] = content_key(
+            "recovered", obj["dataset"], obj["item_id"], obj.get("answer")
+        )
+    return _valid(UserTurnRecord, values, _ID)
 
 
-def _answer(obj: dict[str, Any], turn: UserTurnRecord) -> AnswerRecord | None:
+def _answer(obj: dict[str, Any], turn: UserTurnRecord | LikelihoodRecord) -> AnswerRecord | None:
+    """The answer a user turn (or a likelihood context) followed; fields the line doesn't
+    carry (token counts, the scorer's detail) stay at their defaults. Likelihood lines
+    carry no answer yet: their answers are then made again by a rerun."""
     if obj.get("answer") is None:
         return None
-    text = str(obj["answer"])
-    finish: AnswerFinish = obj.get("answer_finish") or "stop"
-    final = "" if finish == "length_in_reasoning" else split_reasoning(text).final
-    return AnswerRecord(
-        key=turn.answer_key,
-        item_id=turn.item_id,
-        dataset=turn.dataset,
-        model=str(obj.get("answer_model") or ""),
-        config=turn.config,
-        text=text,
-        final=final,
-        finish=finish,
-        reasoning=obj.get("answer_reasoning"),
-        correct=obj.get("correct"),
-        reference=obj.get("answer_gold"),
-    )
+    values: dict[str, Any] = {f: obj.get(key) for f, key in _ANSWER.items()}
+    values["model"] = values["model"] or ""
+    values["finish"] = values["finish"] or "stop"
+    values["final"] = _final(str(values["text"]), values["reasoning"], values["finish"])
+    ids = {"key": turn.answer_key, "item_id": turn.item_id, "dataset": turn.dataset}
+    return _valid(AnswerRecord, {**values, **ids, "config": turn.config}, _ANSWER)
+
+
+def _final(text: str, reasoning: str | None, finish: str) -> str:
+    """The final answer as the worker split it. A stored reasoning part whose opener is
+    not in the text means the prompt opened the block (the worker split ``opened``)."""
+    if finish == "length_in_reasoning":
+        return ""
+    return split_reasoning(text, opened=reasoning is not None).final
 
 
 def _judgment(j: dict[str, Any]) -> Judgment:
     return Judgment.from_row({**j, "version": j.get("version", "")})
-
-
-def describe_changes(result: RescoreResult) -> list[str]:
-    """Human-readable lines for ``userturn rescore``."""
-    by_ds = Counter(ds for ds, *_ in result.changed)
-    lines = [f"{result.rescored} answers rescored; {len(result.changed)} changed correctness"]
-    lines += [f"  {ds}: {n} changed" for ds, n in sorted(by_ds.items())]
-    lines += [
-        f"  {ds} {item}: {json.dumps(a)} -> {json.dumps(b)}"
-        for ds, item, a, b in result.changed[:20]
-    ]
-    lines += [f"  skipped {n}: {why}" for why, n in result.skipped.items()]
-    return lines
