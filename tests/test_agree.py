@@ -273,3 +273,31 @@ def test_agree_across_two_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert res["per_cell"]["pearson"] == pytest.approx(
         agreement(a, renamed, reps=0)["per_cell"]["pearson"]
     )
+
+
+def test_cell_names_keep_rollout_turns_apart() -> None:
+    """``agree --by cell`` must not pool rollout turn 2 with the probe at the same T."""
+    from dataclasses import replace
+
+    from userturn.analysis.agree import cell_name
+
+    base = UserTurnRecord(
+        key="k",
+        answer_key="a",
+        item_id="i",
+        model="m",
+        dataset="d",
+        config="c1",
+        temperature=1.0,
+        sample=0,
+        seed=None,
+        perturbation="none",
+        messages=({"role": "user", "content": "q"},),
+        user_turn="u",
+    )
+    names = {
+        cell_name(base),
+        cell_name(replace(base, probe="rollout", turn=1)),
+        cell_name(replace(base, probe="rollout", turn=2)),
+    }
+    assert len(names) == 3 and cell_name(base) == "m|d|T=1.0|none|config=c1"

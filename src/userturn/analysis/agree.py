@@ -303,4 +303,6 @@ def cell_name(turn: UserTurnRecord) -> str:
     parts = [turn.model, turn.dataset, f"T={turn.temperature}", turn.perturbation]
     if turn.config:
         parts.append(f"config={turn.config}")
+    if turn.probe != "generate":  # rollout turn t is its own cell, as in summary.json
+        parts.append(f"{turn.probe}={turn.turn}")
     return "|".join(parts)
