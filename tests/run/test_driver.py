@@ -109,3 +109,24 @@ def test_a_dead_judge_server_stops_the_run_before_generation(
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "127.0.0.1:9" in err
     assert not (tmp_path / "r").exists()
+
+
+def test_turns_stored_but_not_judged_are_judged_on_their_text(tmp_path: Path) -> None:
+    """A run killed after its user turns were stored but before they were judged resumes
+    by judging them. The judge must read the stored turn, not the resumed plan's
+    placeholder: it once judged such turns as empty ("0 words"), all degenerate."""
+    from userturn.judges import load_judge
+    from userturn.run.judge_stage import judge_input
+
+    out = tmp_path / "run"
+    run(build_config({**BASE, "judges": []}), out)  # generated, never judged
+    res = run(build_config({**BASE, "judges": ["offline"]}), out)
+    assert res.stats.reused > 0 and res.stats.generated == 0
+    with Store(out / "store.sqlite") as store:
+        turns = list(store.user_turns())
+        verdicts = store.judgments()
+    assert turns and all(t.user_turn.strip() for t in turns)
+    fresh = load_judge("offline").judge([judge_input(t) for t in turns])
+    for turn, want in zip(turns, fresh, strict=True):
+        got = verdicts[turn.key][0]
+        assert (got.genuine, got.label, got.rationale) == (want.genuine, want.label, want.rationale)

@@ -336,6 +336,7 @@ def _generate(
     known = {a.key: a for a in store.answers()}
     done = store.user_turn_keys() | store.likelihood_keys()
     turns: list[UserTurnRecord] = []
+    reused: set[str] = set()
     described = []
     n_items = sum(len(j.items) for j in jobs)
     for model in cfg.models:
@@ -351,9 +352,15 @@ def _generate(
                 progress.advance(f"user turns {model}")
             else:
                 _on_user(ev, store, done, stats)
-                turns.append(ev.record)
+                if ev.generated:
+                    turns.append(ev.record)
+                else:
+                    reused.add(ev.record.key)
                 progress.advance(f"user turns {model}")
         described.append(executor.describe_model())
+    # A reused turn's event carries the planned record, without the text: the stored
+    # record is what a judge (say, after a kill before judging) must read.
+    turns += [t for t in store.user_turns() if t.key in reused]
     return turns, described
 
 
