@@ -20,7 +20,7 @@ PY=${PY:-.venv/bin/python}
 UT="$PY -m userturn"
 OUT=${OUT:-runs/measures-local}
 TRAIN=${TRAIN:-runs/train-local}
-N=${N:-20}                  # contexts per held-out dataset, items for error injection
+N=${N:-8}                   # contexts per held-out dataset, items for error injection (CPU: ~40 min)
 SKIP=${SKIP:-28}            # GSM8K items before this index were used by train-local.sh
 mkdir -p "$OUT"
 
