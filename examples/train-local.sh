@@ -12,7 +12,7 @@
 # Everything lands under $OUT (default runs/train-local, ignored by git). Re-running
 # resumes: the probe and evaluation runs make no model call for what their stores hold,
 # and a finished training is kept. Time: about 15 min on an idle 2-core machine, 27 min on
-# a shared one (SFT 242 s, DPO 510 s there); the README's post-training table is its output.
+# a shared one (SFT 242 s, DPO 452-510 s there); the README's post-training table is its output.
 #
 # Usage: examples/train-local.sh            (from the repository root, after `make setup-test`)
 #        OUT=/tmp/demo SFT_STEPS=10 DPO_STEPS=10 examples/train-local.sh
