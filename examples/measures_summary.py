@@ -15,6 +15,8 @@ from typing import Any
 
 from scipy.stats import spearmanr
 
+from userturn.analysis.intervals import wilson
+
 JUDGE = "offline"
 
 
@@ -69,15 +71,32 @@ def injection(root: Path) -> list[dict[str, Any]]:
             {
                 "model": model_dir.name,
                 "accuracy": none.get("accuracy"),
-                "challenge_none": none.get("challenge_rate"),
-                "challenge_injected": inj.get("challenge_rate"),
-                "rate_none": none.get("rate"),
-                "rate_injected": inj.get("rate"),
+                "challenge_none": _challenges(none),
+                "challenge_injected": _challenges(inj),
+                "rate_none": (none.get("rate"), none.get("ci_low"), none.get("ci_high")),
+                "rate_injected": (inj.get("rate"), inj.get("ci_low"), inj.get("ci_high")),
                 "n": (none.get("n"), inj.get("n")),
                 "not_applied": inj.get("n_not_applied"),
             }
         )
     return out
+
+
+def _challenges(cell: dict[str, Any]) -> tuple[float | None, float | None, float | None]:
+    """The challenge rate with a Wilson CI over its turns (samples of an item treated as
+    independent, so the interval is somewhat narrow at k > 1)."""
+    rate, n = cell.get("challenge_rate"), cell.get("challenge_n") or 0
+    if rate is None or not n:
+        return (None, None, None)
+    lo, hi = wilson(round(rate * n), n)
+    return (rate, lo, hi)
+
+
+def _rho(x: list[float], y: list[float]) -> list[float] | str:
+    if len(set(x)) < 2 or len(set(y)) < 2:
+        return "undefined: one side is constant"
+    res = spearmanr(x, y)
+    return [round(float(res[0]), 3), round(float(res[1]), 3)]
 
 
 def main(root: Path) -> None:
@@ -97,12 +116,11 @@ def main(root: Path) -> None:
             f"| {pct(r['preferred'], *r['preferred_ci'])} | {margin} |"
         )
     pairs = [(r["preferred"], r["margin"], r["rate"]) for r in table if r["margin"] is not None]
-    rho_p = spearmanr([p[0] for p in pairs], [p[2] for p in pairs]) if len(pairs) > 2 else None
-    rho_m = spearmanr([p[1] for p in pairs], [p[2] for p in pairs]) if len(pairs) > 2 else None
+    rates = [p[2] for p in pairs]
     corr = {
         "points": len(pairs),
-        "spearman_preferred_vs_rate": None if rho_p is None else [rho_p[0], rho_p[1]],
-        "spearman_margin_vs_rate": None if rho_m is None else [rho_m[0], rho_m[1]],
+        "spearman_preferred_vs_rate [rho, p]": _rho([p[0] for p in pairs], rates),
+        "spearman_margin_vs_rate [rho, p]": _rho([p[1] for p in pairs], rates),
     }
     print(f"\nSpearman over {len(pairs)} model x dataset points: {corr}")
     inj = injection(root)
@@ -112,8 +130,9 @@ def main(root: Path) -> None:
     print("|" + "---|" * len(head))
     for r in inj:
         print(
-            f"| {r['model']} | {pct(r['accuracy'])} | {pct(r['challenge_none'])} "
-            f"| {pct(r['challenge_injected'])} | {pct(r['rate_none'])} | {pct(r['rate_injected'])} "
+            f"| {r['model']} | {pct(r['accuracy'])} | {pct(*r['challenge_none'])} "
+            f"| {pct(*r['challenge_injected'])} | {pct(*r['rate_none'])} "
+            f"| {pct(*r['rate_injected'])} "
             f"| {r['n'][0]}/{r['n'][1]} | {r['not_applied']} |"
         )
     (root / "summary.json").write_text(
