@@ -1,8 +1,8 @@
 """P8: batched vs sequential k-sample decoding on llama.cpp (issue N, item 4).
 
-``p8_batched_speedup``: generated tokens/s of ``smollm2-135m?n_seq=8`` (k samples of a
-prompt decoded together) ÷ ``smollm2-135m?batch_samples=off`` (one after another), k=8,
-T=1, on
+``p8_batched_speedup``: generated tokens/s of ``smollm2-135m?batch_samples=on&n_seq=8``
+(k samples of a prompt decoded together) ÷ ``smollm2-135m?batch_samples=off`` (one after
+another, the default), k=8, T=1, on
 real user-turn prompts (gsm8k items with their reference answer). Goal ≥ 1.8. The k=4
 figure is ``p8_speedup_k4``. Both backends get the same requests in the same order, so
 their texts must be equal (``p8_texts_equal``). The two take turns context by context
@@ -84,7 +84,8 @@ def _round(batched: Backend, sequential: Backend, k: int) -> tuple[float, float,
 
 def main() -> dict[str, Any]:
     opts = {"n_ctx": "2048"}
-    batched = LlamaCppBackend(Spec("llamacpp", "smollm2-135m", {**opts, "n_seq": "8"}))
+    on = {**opts, "batch_samples": "on", "n_seq": "8"}
+    batched = LlamaCppBackend(Spec("llamacpp", "smollm2-135m", on))
     sequential = LlamaCppBackend(Spec("llamacpp", "smollm2-135m", {**opts, "batch_samples": "off"}))
     out: dict[str, Any] = {}
     equal = True

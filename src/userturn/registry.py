@@ -147,7 +147,9 @@ MODELS: dict[str, Plugin] = {
                 "n_ctx": Option("int", "context window in tokens", min=64),
                 "n_threads": Option("int", "CPU threads", min=1),
                 "batch_samples": Option(
-                    "str", "decode the k samples of a prompt together", choices=("on", "off")
+                    "str",
+                    "decode the k samples of a prompt together (default off)",
+                    choices=("on", "off"),
                 ),
                 "n_seq": Option(
                     "int", "most samples decoded at once when batch_samples=on", min=1, max=64

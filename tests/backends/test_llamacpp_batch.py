@@ -34,7 +34,7 @@ def _backend(**options: str) -> LlamaCppBackend:
 
 @pytest.fixture(scope="module")
 def batched() -> Iterator[LlamaCppBackend]:
-    be = _backend(n_seq="8")
+    be = _backend(batch_samples="on", n_seq="8")
     yield be
     be.close()
 
@@ -85,7 +85,7 @@ def test_truncated_sampling_in_groups_equals_sequential() -> None:
     was cached before its prompt (llama.cpp's logits for a token differ between a prompt
     pass and a one-token pass).
     """
-    grouped, plain = _backend(n_seq="2"), _backend(batch_samples="off")
+    grouped, plain = _backend(batch_samples="on", n_seq="2"), _backend(batch_samples="off")
     try:
         warm = _req(grouped, (1,), max_tokens=1)
         assert grouped.generate([warm]) == plain.generate([warm])
@@ -130,7 +130,7 @@ def test_length_finish_and_token_counts(
 
 
 def test_options_and_capabilities(batched: LlamaCppBackend, sequential: LlamaCppBackend) -> None:
-    assert load_backend("smollm2-135m?batch_samples=off").capabilities.batched_samples is False
+    assert load_backend("smollm2-135m").capabilities.batched_samples is False  # default off
     assert batched.capabilities.batched_samples and not sequential.capabilities.batched_samples
     assert batched.capabilities.loglikelihood
     assert batched.decode_key == sequential.decode_key == ""  # same text either way
