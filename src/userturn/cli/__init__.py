@@ -125,6 +125,12 @@ def _sigint() -> Iterator[list[bool]]:
 
     def handler(signum: int, frame: Any) -> None:
         seen[0] = True
+        if frame is not None and frame.f_globals.get("__name__") == "llama_cpp._logger":
+            # Inside llama.cpp's log hook, a ctypes callback: an exception raised there is
+            # printed and swallowed, and the run would go on to exit 0. Ask again shortly,
+            # once the model load has left the callback.
+            threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
+            return
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, handler)
