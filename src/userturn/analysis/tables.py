@@ -158,6 +158,17 @@ def _config_cols(a: Analysis) -> list[Column]:
     return [_col("config", "config")] if len(a.configs) > 1 else []
 
 
+def _cell_cols(a: Analysis) -> list[Column]:
+    """A probe cell's key: model, dataset, config (when several), T and perturbation."""
+    return [
+        _col("model", "model"),
+        _col("dataset", "dataset"),
+        *_config_cols(a),
+        ("T", _key("temperature"), lambda r: temp(r.temperature)),
+        _col("perturbation", "perturbation"),
+    ]
+
+
 def _probe_cells(a: Analysis, judge: str | None) -> list[CellSummary]:
     """The one-turn probe's unperturbed cells of one judge (the paper's tables)."""
     return [
@@ -299,11 +310,7 @@ def perturbation_table(a: Analysis, judge: str | None) -> Table:
     """The positive controls: rate with each perturbation, its baseline, and the delta."""
     rows = _for_judge(a.deltas, judge)
     spec: list[Column] = [
-        _col("model", "model"),
-        _col("dataset", "dataset"),
-        *_config_cols(a),
-        ("T", _key("temperature"), lambda r: temp(r.temperature)),
-        _col("perturbation", "perturbation"),
+        *_cell_cols(a),
         ("rate (none)", _key("rate_base"), lambda r: pct(r.rate_base)),
         ("rate (perturbed)", _key("rate"), lambda r: pct(r.rate)),
         ("delta", _key("delta"), lambda r: _signed(r.delta, r.ci_low, r.ci_high)),
@@ -397,11 +404,7 @@ def sampling_table(a: Analysis, judge: str | None) -> Table:
     ]
     ks = sorted({k for c in cells for k in c.gf_at_k or {}})
     spec: list[Column] = [
-        _col("model", "model"),
-        _col("dataset", "dataset"),
-        *_config_cols(a),
-        ("T", _key("temperature"), lambda r: temp(r.temperature)),
-        _col("perturbation", "perturbation"),
+        *_cell_cols(a),
         *[_gf_col(k) for k in ks],
         ("items never", _key("items_never"), lambda r: pct(r.items_never)),
         ("sometimes", _key("items_sometimes"), lambda r: pct(r.items_sometimes)),
