@@ -130,3 +130,23 @@ def test_turns_stored_but_not_judged_are_judged_on_their_text(tmp_path: Path) ->
     for turn, want in zip(turns, fresh, strict=True):
         got = verdicts[turn.key][0]
         assert (got.genuine, got.label, got.rationale) == (want.genuine, want.label, want.rationale)
+
+
+def test_challenge_table_names_the_config_of_each_row(tmp_path: Path) -> None:
+    """Two configs kept side by side (--keep-configs) give two challenge rows per cell;
+    without a config column they read as one experiment printed twice."""
+    from userturn.analysis import tables as T
+    from userturn.analysis.views import analyze
+
+    out = tmp_path / "r"
+    grid = {**BASE, "perturbations": ["none", "truncate:0.5"], "judges": ["offline"]}
+    first = run(build_config(grid), out)
+    second = run(build_config({**grid, "seed": 1, "keep_configs": True}), out)
+    store = Store(out / "store.sqlite")
+    try:
+        table = T.challenge_table(analyze(store), "offline")
+    finally:
+        store.close()
+    assert "config" in table.columns
+    configs = [row[table.columns.index("config")] for row in table.rows]
+    assert sorted(configs) == sorted([first.config_id, second.config_id])

@@ -499,10 +499,7 @@ def challenge_table(a: Analysis, judge: str | None) -> Table:
     """How often user turns dispute the answer, with a perturbation vs without."""
     rows = [r for r in _for_judge(a.deltas, judge) if r.challenge_rate is not None]
     spec: list[Column] = [
-        _col("model", "model"),
-        _col("dataset", "dataset"),
-        ("T", _key("temperature"), lambda r: temp(r.temperature)),
-        _col("perturbation", "perturbation"),
+        *_cell_cols(a),
         ("challenges (none)", _key("challenge_rate_base"), lambda r: pct(r.challenge_rate_base)),
         ("challenges (perturbed)", _key("challenge_rate"), lambda r: pct(r.challenge_rate)),
         ("delta", _key("challenge_delta"), lambda r: _signed(r.challenge_delta, None, None)),
