@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -38,6 +39,10 @@ def _transformers() -> Any:
         import transformers
     except ModuleNotFoundError as exc:
         raise missing_extra("hf", exc.name or "transformers") from exc
+    if not sys.stderr.isatty():
+        # A progress bar is for a person at a terminal; in a log file or CI it is a
+        # screenful of carriage returns per model load.
+        transformers.utils.logging.disable_progress_bar()
     return transformers
 
 

@@ -178,3 +178,19 @@ def test_markers_from_hf_template(hf: HFBackend) -> None:
     markers = derive_markers(tpl)
     assert markers.user_header == "<|im_start|>user\n"
     assert "<|im_end|>" in markers.user_stops(tpl)
+
+
+def test_progress_bars_off_when_stderr_is_not_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Building the HF export of a GGUF draws three tqdm bars; in a log file or CI (stderr
+    not a terminal) the loader turns them off."""
+    import io
+    import sys
+
+    import transformers
+
+    from userturn.hfmodel import _transformers
+
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    transformers.utils.logging.enable_progress_bar()
+    _transformers()
+    assert not transformers.utils.logging.is_progress_bar_enabled()
