@@ -42,7 +42,7 @@ def _transformers() -> Any:
     if not sys.stderr.isatty():
         # A progress bar is for a person at a terminal; in a log file or CI it is a
         # screenful of carriage returns per model load.
-        transformers.utils.logging.disable_progress_bar()
+        transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     return transformers
 
 

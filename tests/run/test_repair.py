@@ -1,27 +1,37 @@
 """``userturn recover``: a store rebuilt from records.jsonl gives back the same run.
 
 Runs are made with the real CLI on the ``fake:`` backend (generate probe with
-``inject-error`` applied and not applied, likelihood probe, best-of-N rollouts, rules
-judge); the store is then deleted or zeroed, recovered, and the outputs it writes must
-equal the originals byte for byte.
+``inject-error`` applied and not applied and the real next human turn judged, likelihood
+probe on given and generated answers, best-of-N rollouts; the rules judge and an LLM
+judge on the fault-injecting OpenAI-compatible server, priced, so its verdicts carry
+usage and cost). The store is then deleted or zeroed and recovered: the outputs it
+writes must equal the originals byte for byte, and every column of every row of every
+table must equal the original store's (real SQLite, read with plain SQL). A records.jsonl
+of the previous format (version 2, without the fields added since) still recovers, with
+those fields at their defaults.
 
-Run: ``.venv/bin/python -m pytest tests/run/test_repair.py -q`` (under 10 seconds).
+Run: ``.venv/bin/python -m pytest tests/run/test_repair.py -q`` (under 15 seconds).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
-from dataclasses import fields, replace
+import sqlite3
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import MISSING, fields, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from fault_server import FaultServer
 from userturn.cli import main
 from userturn.errors import UserError
 from userturn.run.likelihood import LikelihoodRecord, ScoredCandidate
-from userturn.run.records import AnswerRecord, UserTurnRecord, record_line
+from userturn.run.records import AnswerRecord, UserTurnRecord, likelihood_line, record_line
 from userturn.run.repair import parse_line, recover
 from userturn.types import Judgment
 
@@ -30,30 +40,93 @@ GENERATE = [
     *("--limit", "2", "--temperatures", "0", "--perturb", "inject-error", "--judge", "rules"),
 ]
 """gsm8k has gold answers (inject-error applies); healthbench is held out (it can't)."""
-LIKELIHOOD = ["likelihood", "--model", "fake:x", "--dataset", "healthbench", "--limit", "2"]
+LIKELIHOOD = [
+    *("likelihood", "--model", "fake:x", "--dataset", "healthbench", "--dataset", "mtbench"),
+    *("--limit", "2"),
+]
+"""healthbench's answers are given; MT-Bench's are generated, and no user turn uses them."""
 ROLLOUT = [
     *("rollout", "--model", "fake:x", "--dataset", "gsm8k", "--limit", "2", "--turns", "2"),
     *("--best-of", "2", "--user-temperature", "1.0", "--judge", "rules"),
 ]
-PROBES = {"generate": [GENERATE], "all": [GENERATE, LIKELIHOOD, ROLLOUT]}
+FAST = "backoff=0.01&timeout=5&max_retries=2&cache=off"
+SCRIPT = {
+    "assistant": ["<think>6 * 7 = 42</think> The answer is 42."],
+    "user": ["Why is it 42? (seed {seed})", "<think>ask</think> Is 42 right? (seed {seed})"],
+}
+"""Answers with a reasoning part and some user turns with thinking markup, so recover's
+split of the answer (``final``) and those flags meet non-default values."""
 
-UNWRITTEN_TURN = {
-    "perturbation_version",
-    "user_tokens",
-    "prompt_tokens",
-    "prompt_tokens_reused",
-    "context_model",
+KEYS = {
+    "meta": ("key",),
+    "configs": ("id",),
+    "answers": ("key",),
+    "user_turns": ("key",),
+    "judgments": ("user_turn_key", "judge"),
+    "judge_cache": ("key",),
+    "likelihoods": ("key",),
 }
-"""UserTurnRecord fields record_line does not write (so no recover can restore them)."""
-UNWRITTEN_ANSWER = {
-    "completion_tokens",
-    "prompt_sha",
-    "template_sha",
-    "prompt_tokens",
-    "prompt_tokens_reused",
-    "score",
+"""Every table of the store schema and its primary key: rows are matched on it, then
+every column compared (``data`` decoded, so a difference names its field)."""
+ORDER_KEPT = {"meta", "configs", "user_turns", "likelihoods"}
+"""Tables whose row order recover keeps, because records.jsonl and the store's readers
+follow it. Not kept, by nature: SQLite's implicit ``rowid`` of ``answers`` (lines follow
+user turns, then likelihood contexts; an answer's own insertion order is recorded nowhere
+and every reader keys answers by ``key``) and of ``judgments`` across turns (readers
+group verdicts by turn; the order within a turn is kept and checked). No table has an
+autoincrement id or a timestamp column."""
+LOCAL_TABLES = {"judge_cache"}
+"""A cache of LLM-judge replies, not a result: runs never write it (judges cache in the
+user's cache dir unless a caller hands them the store), and a lost entry costs a judge
+call, never a verdict. The test checks it is empty in the original, so a change that
+starts filling it fails here and must decide."""
+
+GAPS: dict[str, tuple[type[Any], set[str]]] = {
+    "answers": (
+        AnswerRecord,
+        {
+            "completion_tokens",
+            "prompt_sha",
+            "template_sha",
+            "prompt_tokens",
+            "prompt_tokens_reused",
+            "score",
+        },
+    ),
+    "user_turns": (
+        UserTurnRecord,
+        {"perturbation_version", "user_tokens", "prompt_tokens", "prompt_tokens_reused"}
+        | {"context_model"},
+    ),
+    "likelihoods": (LikelihoodRecord, {"prompt_tokens", "prompt_tokens_reused"}),
+    "judgments": (Judgment, {"usage"}),
 }
-UNWRITTEN_LIKELIHOOD = {"prompt_tokens", "prompt_tokens_reused"}
+"""Stored fields that records.jsonl version 2 lacked (table -> record class, fields); in
+version 2 likelihood lines also lacked their answer."""
+NOT_MADE_BY_FAKE = {
+    ("answers", "prompt_tokens_reused"),
+    ("user_turns", "prompt_tokens_reused"),
+    ("likelihoods", "prompt_tokens"),
+    ("likelihoods", "prompt_tokens_reused"),
+}
+"""Gap fields the fake backend leaves at 0 (it reuses no prompt tokens and counts none
+when scoring); test_every_field_a_line_carries_comes_back sets them."""
+V2_TURN_KEYS = {
+    *("id", "item_id", "model", "family", "dataset", "config", "probe", "turn"),
+    *("temperature", "sample", "seed", "perturbation", "perturbation_detail", "messages"),
+    *("answer_key", "answer_model", "answer", "answer_reasoning", "correct"),
+    *("answer_finish", "answer_truncated", "user_turn", "user_finish", "thinking_markup"),
+    *("content_survived", "removed", "prompt_sha", "template_sha", "reference_turn"),
+    *("candidates", "answer_gold", "judgments"),
+}
+"""The keys of a user-turn line of records.jsonl version 2 (userturn before this change)."""
+V2_LIKELIHOOD_KEYS = {
+    *("id", "item_id", "model", "family", "dataset", "config", "probe", "perturbation"),
+    *("messages", "answer_key", "candidates", "candidates_version", "prefers_real"),
+    *("margin", "prompt_sha", "template_sha"),
+}
+V2_JUDGMENT_KEYS = {"judge", "genuine_followup", "label", "rationale", "status"}
+V2_JUDGMENT_KEYS |= {"probability", "challenges_answer", "version"}
 
 
 def _invoke(out: Path, commands: list[list[str]]) -> list[int]:
@@ -67,14 +140,36 @@ def _invoke(out: Path, commands: list[list[str]]) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def llm_judge() -> Iterator[str]:
+    """An LLM judge whose verdicts report calls, tokens and cost, as a hosted one's do."""
+    with FaultServer(lifetime=600) as srv:
+        yield f"openai:fault-model?base_url={srv.base_url}&{FAST}&price_in=1&price_out=2"
+
+
+@pytest.fixture(scope="module")
+def probes(llm_judge: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The commands of each run set: the generate probe alone, and every probe (scripted
+    answers, perturbation ``none`` with ``--judge-reference`` for the human rows, and the
+    LLM judge) into one directory."""
+    script = tmp_path_factory.mktemp("script") / "fake.json"
+    script.write_text(json.dumps(SCRIPT))
+    model = ["--model", f"fake:x?script={script}"]
+    generate = [*GENERATE, *model, "--perturb", "none", "--judge-reference"]
+    return {
+        "generate": [GENERATE],
+        "all": [[*generate, "--judge", llm_judge], [*LIKELIHOOD, *model], [*ROLLOUT, *model]],
+    }
+
+
+@pytest.fixture(scope="module")
+def runs(probes: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """One run directory per probe set, made once for the module."""
     base = tmp_path_factory.mktemp("runs")
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(base)
-        for name, commands in PROBES.items():
+        for name, commands in probes.items():
             _invoke(base / name, commands)
-    return {name: base / name for name in PROBES}
+    return {name: base / name for name in probes}
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -89,18 +184,19 @@ def _damage(store: Path, how: str) -> None:
 
 
 @pytest.mark.parametrize("damage", ["deleted", "zeroed"])
-@pytest.mark.parametrize("probes", list(PROBES))
+@pytest.mark.parametrize("name", ["generate", "all"])
 def test_recover_gives_back_the_same_records_and_summary(
-    runs: dict[str, Path], tmp_path: Path, probes: str, damage: str
+    runs: dict[str, Path], probes: dict[str, Any], tmp_path: Path, name: str, damage: str
 ) -> None:
     out = tmp_path / "run"
-    shutil.copytree(runs[probes], out)
+    shutil.copytree(runs[name], out)
     records = (out / "records.jsonl").read_bytes()
     summary = json.loads((out / "summary.json").read_text())
     lines = _lines(out / "records.jsonl")
     applied = [d["applied"] for ln in lines if (d := ln.get("perturbation_detail"))]
     assert True in applied and False in applied  # the run holds both kinds of turn
-    assert sum(c["n_not_applied"] for c in summary["cells"]) == applied.count(False)
+    rules = [c for c in summary["cells"] if c["judge"] == "rules"]  # one judge's cells
+    assert sum(c["n_not_applied"] for c in rules) == applied.count(False)
     _damage(out / "store.sqlite", damage)
 
     res = recover(out)
@@ -109,7 +205,7 @@ def test_recover_gives_back_the_same_records_and_summary(
     assert json.loads((out / "summary.json").read_text()) == summary
     assert res.user_turns + res.likelihoods == len(lines)
     assert res.likelihoods == sum(ln["probe"] == "likelihood" for ln in lines)
-    assert _invoke(out, PROBES[probes]) == [0] * len(PROBES[probes])
+    assert _invoke(out, probes[name]) == [0] * len(probes[name])
     assert (out / "records.jsonl").read_bytes() == records
 
 
@@ -121,9 +217,143 @@ def test_the_all_probes_run_holds_what_recover_must_keep(runs: dict[str, Path]) 
     assert any(ln["probe"] == "rollout" and ln["candidates"] for ln in lines)
 
 
-def test_a_store_with_only_likelihood_records_is_kept_without_force(
+# every column of every table -----------------------------------------------------------
+def _tables(path: Path) -> dict[str, list[dict[str, Any]]]:
+    """Every table's rows in rowid order, as column -> value (``data`` decoded)."""
+    conn = sqlite3.connect(path)
+    try:
+        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        out = {}
+        for name in names:
+            cur = conn.execute(f"SELECT * FROM {name} ORDER BY rowid")
+            cols = [d[0] for d in cur.description]
+            rows = [dict(zip(cols, row, strict=True)) for row in cur]
+            for row in rows:
+                if "data" in row:
+                    row["data"] = json.loads(row["data"])
+            out[name] = rows
+        return out
+    finally:
+        conn.close()
+
+
+def _keyed(table: str, rows: list[dict[str, Any]]) -> dict[tuple[Any, ...], dict[str, Any]]:
+    return {tuple(r[c] for c in KEYS[table]): r for r in rows}
+
+
+def _judges_per_turn(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for r in rows:
+        out.setdefault(r["user_turn_key"], []).append(r["judge"])
+    return out
+
+
+def _row_differences(want: dict[str, Any], have: dict[str, Any]) -> set[str]:
+    """The columns (and ``data`` fields) in which two rows differ; a field missing from
+    one side differs from any value, null included."""
+    cols = {c for c in want | have if c != "data" and want.get(c) != have.get(c)}
+    wd, hd = want.get("data", {}), have.get("data", {})
+    gone = object()
+    return cols | {f"data.{f}" for f in wd | hd if wd.get(f, gone) != hd.get(f, gone)}
+
+
+def _store_differences(want: dict[str, list[dict[str, Any]]], got: Path) -> list[str]:
+    """What the store at ``got`` lacks or has otherwise than ``want``, per table: lost or
+    added rows, each differing column or data field with its row count, row order."""
+    have = _tables(got)
+    sides = {"original": set(want), "recovered": set(have)}
+    out = [f"{side} tables off KEYS: {sorted(t ^ set(KEYS))}" for side, t in sides.items()]
+    out = [line for line, t in zip(out, sides.values(), strict=True) if t != set(KEYS)]
+    for table in KEYS:
+        w, h = _keyed(table, want.get(table, [])), _keyed(table, have.get(table, []))
+        if w.keys() != h.keys():
+            out.append(
+                f"{table}: {len(w.keys() - h.keys())} rows lost, {len(h.keys() - w.keys())} added"
+            )
+        counts: Counter[str] = Counter()
+        for k in w.keys() & h.keys():
+            counts.update(_row_differences(w[k], h[k]))
+        out += [f"{table}.{col} differs in {n} rows" for col, n in sorted(counts.items())]
+        if table in ORDER_KEPT and [k for k in w if k in h] != [k for k in h if k in w]:
+            out.append(f"{table}: row order")
+    if _judges_per_turn(have.get("judgments", [])) != _judges_per_turn(want["judgments"]):
+        out.append("judgments: order within a turn")
+    return out
+
+
+def _default(cls: type[Any], name: str) -> Any:
+    f = next(f for f in fields(cls) if f.name == name)
+    return f.default if f.default_factory is MISSING else f.default_factory()
+
+
+def _only_likelihood_answers(tables: dict[str, list[dict[str, Any]]]) -> set[str]:
+    """Answers no user turn follows (only likelihood contexts do)."""
+    used = {r["answer_key"] for r in tables["user_turns"]}
+    return {r["data"]["answer_key"] for r in tables["likelihoods"]} - used
+
+
+def test_recover_restores_every_column_of_every_table(
     runs: dict[str, Path], tmp_path: Path
 ) -> None:
+    out = tmp_path / "run"
+    shutil.copytree(runs["all"], out)
+    before = _tables(out / "store.sqlite")
+    for table, (cls, names) in GAPS.items():  # the run has something to lose in each gap
+        for name in names - {n for t, n in NOT_MADE_BY_FAKE if t == table}:
+            assert any(r["data"][name] != _default(cls, name) for r in before[table]), name
+    assert _only_likelihood_answers(before)
+    assert all(not before[t] for t in LOCAL_TABLES)
+    (out / "store.sqlite").unlink()
+
+    recover(out)
+
+    assert _store_differences(before, out / "store.sqlite") == []
+
+
+def _as_v2(line: dict[str, Any]) -> dict[str, Any]:
+    """The line as records.jsonl version 2 wrote it: only the keys it had."""
+    keys = V2_LIKELIHOOD_KEYS if line["probe"] == "likelihood" else V2_TURN_KEYS
+    old = {k: v for k, v in line.items() if k in keys}
+    if "judgments" in old:
+        old["judgments"] = [
+            {k: v for k, v in j.items() if k in V2_JUDGMENT_KEYS} for j in old["judgments"]
+        ]
+    return old
+
+
+def _without_gaps(tables: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """The store a version-2 records.jsonl gives back: the gap fields at their defaults,
+    and no answer that only likelihood contexts followed."""
+    lost = _only_likelihood_answers(tables)
+    out = copy.deepcopy(tables)
+    out["answers"] = [r for r in out["answers"] if r["key"] not in lost]
+    for table, (cls, names) in GAPS.items():
+        for row in out[table]:
+            row["data"].update({n: _default(cls, n) for n in names})
+    return out
+
+
+def test_a_records_file_of_the_previous_format_still_recovers(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """A run made before the gap fields were written recovers as it always did."""
+    out = tmp_path / "run"
+    shutil.copytree(runs["all"], out)
+    before = _tables(out / "store.sqlite")
+    lines = [_as_v2(ln) for ln in _lines(out / "records.jsonl")]
+    kinds = {ln["probe"] == "likelihood": set(ln) for ln in lines}
+    assert kinds == {False: V2_TURN_KEYS, True: V2_LIKELIHOOD_KEYS}  # today's lines hold them
+    (out / "records.jsonl").write_text("".join(json.dumps(ln) + "\n" for ln in lines))
+    (out / "store.sqlite").unlink()
+
+    res = recover(out)
+
+    assert res.user_turns + res.likelihoods == len(lines)
+    assert _store_differences(_without_gaps(before), out / "store.sqlite") == []
+
+
+# stores that must not be replaced, lines that must not be read ---------------------------
+def test_a_store_with_only_likelihood_records_is_kept_without_force(tmp_path: Path) -> None:
     out = tmp_path / "run"
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(tmp_path)
@@ -131,7 +361,7 @@ def test_a_store_with_only_likelihood_records_is_kept_without_force(
     with pytest.raises(UserError, match="--force"):
         recover(out)
     records = (out / "records.jsonl").read_bytes()
-    assert recover(out, force=True).likelihoods == 2
+    assert recover(out, force=True).likelihoods == len(records.splitlines())
     assert (out / "records.jsonl").read_bytes() == records
 
 
@@ -151,6 +381,14 @@ def test_a_bad_line_names_its_line_and_field_and_touches_nothing(
     assert sorted(p.name for p in out.glob("store.sqlite*")) == ["store.sqlite"]
 
 
+def test_a_bad_answer_field_is_named_by_its_line_key(runs: dict[str, Path]) -> None:
+    line = next(ln for ln in _lines(runs["all"] / "records.jsonl") if ln["answer"])
+    with pytest.raises(UserError) as err:
+        parse_line({**line, "answer_completion_tokens": "many"}, "records.jsonl", 3)
+    assert err.value.line == 3 and err.value.field == "answer_completion_tokens"
+
+
+# one line, every field ------------------------------------------------------------------
 def _every_field_set() -> tuple[UserTurnRecord, AnswerRecord, Judgment]:
     """Records whose every field differs from its default."""
     turn = UserTurnRecord(
@@ -188,7 +426,8 @@ def _every_field_set() -> tuple[UserTurnRecord, AnswerRecord, Judgment]:
         reference={"answer": "#### 4"},
     )
     verdict = Judgment("rules", False, "previous_turn_restate", "why", challenges_answer=True)
-    return turn, answer, replace(verdict, version="rules-2", probability=0.25)
+    usage = {"calls": 2, "prompt_tokens": 900, "completion_tokens": 40, "cost_usd": 0.00098}
+    return turn, answer, replace(verdict, version="rules-2", probability=0.25, usage=usage)
 
 
 def _changed(before: Any, after: Any) -> set[str]:
@@ -196,18 +435,18 @@ def _changed(before: Any, after: Any) -> set[str]:
 
 
 def test_every_field_a_line_carries_comes_back() -> None:
-    """Recovery reads fields by name, so only what the writer leaves off is lost: these
-    sets say exactly what that is, and change (failing here) when a field is added."""
+    """Recovery reads fields by name, so only what the writer leaves off would be lost:
+    a field added to a record and not to its line fails here."""
     turn, answer, verdict = _every_field_set()
     line = json.loads(json.dumps(record_line(turn, answer, [verdict])))
     got = parse_line(line, "records.jsonl", 1)
     assert got.answer is not None
-    assert _changed(turn, got.record) == UNWRITTEN_TURN
-    assert _changed(answer, got.answer) == UNWRITTEN_ANSWER
-    assert got.judgments == (replace(verdict, usage={}),)
+    assert _changed(turn, got.record) == set()
+    assert _changed(answer, got.answer) == set()
+    assert got.judgments == (verdict,)
 
 
-def test_a_likelihood_line_comes_back_with_its_candidates() -> None:
+def test_a_likelihood_line_comes_back_with_its_candidates_and_answer() -> None:
     cands = tuple(
         ScoredCandidate(kind, text, -1.5 * (i + 1), 3 + i)  # type: ignore[arg-type]
         for i, (kind, text) in enumerate(
@@ -215,7 +454,7 @@ def test_a_likelihood_line_comes_back_with_its_candidates() -> None:
         )
     )
     rec = LikelihoodRecord(
-        *("k", "a", "hb-1", "fake:x", "healthbench", "cfg", "none"),
+        *("k", "a1", "gsm8k-1", "fake:x", "gsm8k", "cfg", "none"),
         messages=({"role": "user", "content": "q"},),
         candidates=cands,
         family="other",
@@ -225,12 +464,13 @@ def test_a_likelihood_line_comes_back_with_its_candidates() -> None:
         prompt_tokens=4,
         prompt_tokens_reused=1,
     )
-    line = json.loads(json.dumps(rec.to_line()))
-    got = parse_line(line, "records.jsonl", 1)
-    assert isinstance(got.record, LikelihoodRecord) and got.answer is None
-    assert _changed(rec, got.record) == UNWRITTEN_LIKELIHOOD
-    with_answer = parse_line({**line, "answer": "It depends.", "answer_finish": "given"}, "f", 1)
-    assert with_answer.answer is not None and with_answer.answer.key == rec.answer_key
+    _, answer, _ = _every_field_set()
+    got = parse_line(json.loads(json.dumps(likelihood_line(rec, answer))), "records.jsonl", 1)
+    assert isinstance(got.record, LikelihoodRecord) and got.answer is not None
+    assert _changed(rec, got.record) == set()
+    assert _changed(answer, got.answer) == set()
+    bare = parse_line(json.loads(json.dumps(likelihood_line(rec, None))), "records.jsonl", 1)
+    assert bare.record == rec and bare.answer is None
 
 
 def test_an_answer_whose_prompt_opened_the_reasoning_keeps_an_empty_final() -> None:

@@ -27,6 +27,7 @@ JSON_COLUMNS = (
     "candidates",
     "perturbation_detail",
     "answer_gold",
+    "answer_score",
 )
 """Nested values that records.parquet keeps as JSON text."""
 

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from userturn.analysis.cells import summary_cells
-from userturn.run.records import CellSummary, Transcript, record_line
+from userturn.run.records import CellSummary, Transcript, likelihood_line, record_line
 from userturn.run.store import Store
 
 
@@ -32,13 +32,14 @@ def transcripts(store: Store) -> Iterator[Transcript]:
 
 
 def iter_records(store: Store) -> Iterator[dict[str, Any]]:
-    """One records.jsonl line per user turn, then one per likelihood-probe context."""
+    """One records.jsonl line per user turn, then one per likelihood-probe context, each
+    with its answer: together every stored field (``userturn recover`` reads them back)."""
     answers = {a.key: a for a in store.answers()}
     judgments = store.judgments()
     for turn in store.user_turns():
         yield record_line(turn, answers.get(turn.answer_key), judgments.get(turn.key, []))
     for rec in store.likelihoods():
-        yield rec.to_line()
+        yield likelihood_line(rec, answers.get(rec.answer_key))
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -19,6 +19,7 @@ from collections.abc import Collection
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
+from userturn.run.likelihood import LikelihoodRecord
 from userturn.types import AnswerFinish, Judgment, Message, Probe
 
 
@@ -161,18 +162,52 @@ class UserTurnRecord:
         return cls(**columns, **kept)
 
 
-RECORD_VERSION = 2
-"""records.jsonl lines gained ``config``, ``probe`` and ``turn`` in version 2."""
+RECORD_VERSION = 3
+"""records.jsonl lines gained ``config``, ``probe`` and ``turn`` in version 2, and in
+version 3 every stored field the lines lacked (token counts, the answer's prompt and
+template SHAs and scorer detail, ``perturbation_version``, ``context_model``, judge
+usage, and the answer on likelihood lines), so ``userturn recover`` loses nothing.
+Readers take a key missing from an older line as the field's default."""
+
+ANSWER_LINE_KEYS: dict[str, str] = {
+    "model": "answer_model",
+    "text": "answer",
+    "reasoning": "answer_reasoning",
+    "correct": "correct",
+    "finish": "answer_finish",
+    "completion_tokens": "answer_completion_tokens",
+    "prompt_sha": "answer_prompt_sha",
+    "template_sha": "answer_template_sha",
+    "prompt_tokens": "answer_prompt_tokens",
+    "prompt_tokens_reused": "answer_prompt_tokens_reused",
+    "score": "answer_score",
+    "reference": "answer_gold",
+}
+"""AnswerRecord field -> its key on a records.jsonl line. The fields left out are said by
+the line itself (key as ``answer_key``; item, dataset and config are the turn's) or
+derived from the text (``final``), so writer and reader share this one list."""
+
+
+def answer_fields(answer: AnswerRecord | None) -> dict[str, Any]:
+    """The answer's part of a records.jsonl line (all null when the store has none)."""
+    out = {
+        key: None if answer is None else getattr(answer, name)
+        for name, key in ANSWER_LINE_KEYS.items()
+    }
+    out["answer_truncated"] = answer is not None and answer.truncated
+    return out
 
 
 def record_line(
     turn: UserTurnRecord, answer: AnswerRecord | None, judgments: list[Judgment]
 ) -> dict[str, Any]:
-    """One records.jsonl line (design.md's table), in a stable key order."""
+    """One records.jsonl line (design.md's table, plus every other stored field, so the
+    store can be rebuilt from the lines), in a stable key order."""
     return {
         "id": turn.key,
         "item_id": turn.item_id,
         "model": turn.model,
+        "context_model": turn.context_model,
         "family": turn.family,
         "dataset": turn.dataset,
         "config": turn.config,
@@ -182,26 +217,36 @@ def record_line(
         "sample": turn.sample,
         "seed": turn.seed,
         "perturbation": turn.perturbation,
+        "perturbation_version": turn.perturbation_version,
         "perturbation_detail": turn.perturbation_detail,
         "messages": list(turn.messages),
         "answer_key": turn.answer_key,
-        "answer_model": None if answer is None else answer.model,
-        "answer": None if answer is None else answer.text,
-        "answer_reasoning": None if answer is None else answer.reasoning,
-        "correct": None if answer is None else answer.correct,
-        "answer_finish": None if answer is None else answer.finish,
-        "answer_truncated": answer is not None and answer.truncated,
+        **answer_fields(answer),
         "user_turn": turn.user_turn,
         "user_finish": turn.user_finish,
+        "user_tokens": turn.user_tokens,
         "thinking_markup": turn.thinking_markup,
         "content_survived": turn.content_survived,
         "removed": turn.removed,
         "prompt_sha": turn.prompt_sha,
         "template_sha": turn.template_sha,
+        "prompt_tokens": turn.prompt_tokens,
+        "prompt_tokens_reused": turn.prompt_tokens_reused,
         "reference_turn": turn.reference_turn,
         "candidates": None if turn.candidates is None else list(turn.candidates),
-        "answer_gold": None if answer is None else answer.reference,
-        "judgments": [{**j.to_json(), "version": j.version} for j in judgments],
+        "judgments": [j.to_row() for j in judgments],
+    }
+
+
+def likelihood_line(rec: LikelihoodRecord, answer: AnswerRecord | None) -> dict[str, Any]:
+    """One likelihood-probe records.jsonl line: the record's own line plus its token
+    counts and the answer it followed (a generated one, e.g. MT-Bench's, is referenced by
+    no user turn, so without it here a recovered run would generate it again)."""
+    return {
+        **rec.to_line(),
+        "prompt_tokens": rec.prompt_tokens,
+        "prompt_tokens_reused": rec.prompt_tokens_reused,
+        **answer_fields(answer),
     }
 
 

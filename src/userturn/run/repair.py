@@ -6,10 +6,11 @@ scorer (a better number extractor, a new verifier) would otherwise never reach o
 runs. The gold data is stored with each answer for exactly this.
 
 Why recover: ``records.jsonl`` is a complete copy of what a run produced (every user
-turn with its context, answer, keys and verdicts; every likelihood-probe context with
-its scored candidates), so a store that was deleted, zeroed or damaged can be rebuilt
-from it, and a rerun then makes no model call for what the records hold. A damaged
-store is moved aside, never deleted.
+turn with its context, answer, keys, token counts and verdicts with their usage; every
+likelihood-probe context with its scored candidates and answer), so a store that was
+deleted, zeroed or damaged can be rebuilt from it, field for field, and a rerun then
+makes no model call for what the records hold. Lines written before a field was added
+give that field its default. A damaged store is moved aside, never deleted.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from userturn.datasets.base import read_jsonl
 from userturn.errors import UserError
 from userturn.run.likelihood import LikelihoodRecord
 from userturn.run.outputs import write_outputs
-from userturn.run.records import AnswerRecord, UserTurnRecord, content_key
+from userturn.run.records import ANSWER_LINE_KEYS, AnswerRecord, UserTurnRecord, content_key
 from userturn.run.store import LEGACY_CONFIG, STORE_NAME, Store, open_run
 from userturn.types import Item, Judgment
 
@@ -123,15 +124,6 @@ class RecordLine:
 T = TypeVar("T")
 _ID = {"key": "id"}
 """Record field -> line key, where they differ (``record_line``, ``LikelihoodRecord.to_line``)."""
-_ANSWER = {
-    "model": "answer_model",
-    "text": "answer",
-    "reasoning": "answer_reasoning",
-    "finish": "answer_finish",
-    "correct": "correct",
-    "reference": "answer_gold",
-}
-"""AnswerRecord field -> line key: the answer's part of a user turn's line."""
 
 
 def recover(run_dir: Path, force: bool = False) -> RecoverResult:
@@ -245,13 +237,18 @@ def parse_line(obj: dict[str, Any], file: str, line: int) -> RecordLine:
         raise UserError(f"not a records.jsonl line ({exc!r})", file=file, line=line) from exc
 
 
-def _by_field(cls: type[Any], obj: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+def _by_field(
+    cls: type[Any], obj: dict[str, Any], names: dict[str, str], only: bool = False
+) -> dict[str, Any]:
     """The line's value of every field of the record class ``cls`` (under its line key,
-    ``names`` giving the renamed ones). Taking fields by name, not from a hand-kept list,
-    means a field the writer puts on the line comes back without a change here. A null
-    where the field's default is not (lines of older versions) takes the default."""
+    ``names`` giving the renamed ones; with ``only``, just the fields ``names`` lists).
+    Taking fields by name, not from a hand-kept list, means a field the writer puts on
+    the line comes back without a change here. A key missing from the line, or a null
+    where the field's default is not (lines of older versions), takes the default."""
     out: dict[str, Any] = {}
     for f in fields(cls):
+        if only and f.name not in names:
+            continue
         key = names.get(f.name, f.name)
         if key not in obj:
             continue
@@ -300,17 +297,17 @@ def _turn(obj: dict[str, Any]) -> UserTurnRecord:
 
 
 def _answer(obj: dict[str, Any], turn: UserTurnRecord | LikelihoodRecord) -> AnswerRecord | None:
-    """The answer a user turn (or a likelihood context) followed; fields the line doesn't
-    carry (token counts, the scorer's detail) stay at their defaults. Likelihood lines
-    carry no answer yet: their answers are then made again by a rerun."""
+    """The answer a user turn (or a likelihood context) followed. Fields an older line
+    doesn't carry (token counts, SHAs, the scorer's detail) take their defaults; older
+    likelihood lines carry no answer at all, so a rerun makes theirs again."""
     if obj.get("answer") is None:
         return None
-    values: dict[str, Any] = {f: obj.get(key) for f, key in _ANSWER.items()}
-    values["model"] = values["model"] or ""
-    values["finish"] = values["finish"] or "stop"
-    values["final"] = _final(str(values["text"]), values["reasoning"], values["finish"])
+    values = _by_field(AnswerRecord, obj, ANSWER_LINE_KEYS, only=True)
+    values["model"] = values.get("model") or ""
+    values["finish"] = values.get("finish") or "stop"
+    values["final"] = _final(str(values["text"]), values.get("reasoning"), values["finish"])
     ids = {"key": turn.answer_key, "item_id": turn.item_id, "dataset": turn.dataset}
-    return _valid(AnswerRecord, {**values, **ids, "config": turn.config}, _ANSWER)
+    return _valid(AnswerRecord, {**values, **ids, "config": turn.config}, ANSWER_LINE_KEYS)
 
 
 def _final(text: str, reasoning: str | None, finish: str) -> str:
