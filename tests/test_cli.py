@@ -341,3 +341,35 @@ def test_sample_and_items_choose_rows_not_configs(tmp_path: Path) -> None:
         for n in (3, 4)
     }
     assert len(outs) == 2
+
+
+def test_run_table_prints_the_corrected_rate_beside_the_raw_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A judge with a card (the shipped rules card) gets a corrected column and a note
+    naming the card; the values are the ones summary.json holds."""
+    monkeypatch.setenv("COLUMNS", "120")
+    out = tmp_path / "run"
+    assert main([*FAKE_RUN, "--out", str(out)]) == 0
+    got = capsys.readouterr()
+    cells = json.loads((out / "summary.json").read_text())["cells"]
+    assert all(c["judge_card"] for c in cells)
+    assert "corrected [95% CI]" in got.out and "judge card " + cells[0]["judge_card"] in got.out
+    for c in cells:
+        lo, hi = c["ci_corrected_low"], c["ci_corrected_high"]
+        assert f"{c['rate_corrected']:.1%} [{lo:.1%}, {hi:.1%}]" in got.out
+
+
+def test_a_table_moves_its_detail_column_before_wrapping_every_value() -> None:
+    """At 100 columns the run table fits with whole values once its labels move below;
+    that beats keeping the labels and wrapping every rate over three lines."""
+    cols = ["model", "dataset", "T", "n", "accuracy", "genuine rate [95% CI]"]
+    cols += ["corrected [95% CI]", "unparseable", "top failure labels"]
+    row = ["smollm2-135m", "gsm8k", "0", "50", "4.0% (50)", "26.0% [15.9%, 39.6%]"]
+    row += ["17.1% [0.0%, 40.1%]", "0", "new_task_prompt 32%, previous_turn_restate 32%"]
+    buf = io.StringIO()
+    output.render(Table("results", "", cols, [], [row]), Console(file=buf, width=100),
+                  detail=("top failure labels",))  # fmt: skip
+    text = buf.getvalue()
+    assert "26.0% [15.9%, 39.6%]" in text and "17.1% [0.0%, 40.1%]" in text
+    assert "top failure labels:\n  smollm2-135m: new_task_prompt 32%" in text

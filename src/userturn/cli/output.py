@@ -87,13 +87,7 @@ def records(table: Table) -> list[dict[str, Any]]:
 def render(table: Table, out: Console, detail: Sequence[str] = (), key: Sequence[str] = ()) -> None:
     if table.title:
         out.print(table.title, markup=False)
-    cols = list(table.columns)
-    widths = fit(cols, table.shown, out.width)
-    moved: list[str] = []
-    if widths is None and detail:
-        moved = [c for c in cols if c in detail]
-        cols = [c for c in cols if c not in detail]
-        widths = fit(cols, [_pick(table, r, cols) for r in table.shown], out.width)
+    cols, moved, widths = _layout(table, out.width, detail)
     if widths is None:
         stack(table, out)
         return
@@ -111,6 +105,23 @@ def render(table: Table, out: Console, detail: Sequence[str] = (), key: Sequence
             _hanging(out, f"{_name(table, row, names)}: {text}", indent=2)
     if table.note:
         out.print(table.note, markup=False)
+
+
+def _layout(
+    table: Table, width: int, detail: Sequence[str]
+) -> tuple[list[str], list[str], list[int] | None]:
+    """Columns in the grid, columns moved below it, and the grid's widths (None: stack).
+
+    Whole values beat keeping the detail columns in the grid: a table whose every rate
+    wraps over three lines is harder to read than one with its labels listed below."""
+    every = list(table.columns)
+    kept = [c for c in every if c not in detail]
+    tries = [(every, False), (kept, False), (every, True), (kept, True)]
+    for cols, wrap in tries if detail else tries[::2]:
+        widths = fit(cols, [_pick(table, r, cols) for r in table.shown], width, wrap)
+        if widths is not None:
+            return cols, [c for c in every if c not in cols], widths
+    return every, [], None
 
 
 def _hanging(out: Console, text: str, indent: int) -> None:
@@ -141,18 +152,21 @@ def _longest_word(text: str) -> int:
     return max((cell_len(w) for w in text.split()), default=0)
 
 
-def fit(cols: list[str], rows: list[list[str]], width: int) -> list[int] | None:
+def fit(
+    cols: list[str], rows: list[list[str]], width: int, wrap_values: bool = True
+) -> list[int] | None:
     """Column widths that fit ``width`` without splitting a word, or None.
 
     Start from each column's natural width and narrow, one cell at a time, the column
     with the most room left: first down to its widest value (only headers wrap), and if
-    that is not enough, down to its longest word (values wrap between words)."""
+    that is not enough and ``wrap_values``, down to its longest word (values wrap between
+    words)."""
     natural = [max([cell_len(c), *(cell_len(r[i]) for r in rows)]) for i, c in enumerate(cols)]
     head = [_longest_word(c) for c in cols]
     whole = [max([h, *(cell_len(r[i]) for r in rows), 1]) for i, h in enumerate(head)]
     words = [max([h, *(_longest_word(r[i]) for r in rows), 1]) for i, h in enumerate(head)]
     room = width - GAP * (len(cols) - 1) - 1  # the last column keeps its right padding
-    for least in (whole, words):
+    for least in (whole, words) if wrap_values else (whole,):
         if sum(least) <= room:
             return _narrow(natural, least, room)
     return None

@@ -165,11 +165,14 @@ def results_table(cells: list[CellSummary]) -> Table:
         return rollout_table(cells)
     show_pert = any(c.perturbation != "none" for c in cells)
     show_judge = len({c.judge for c in cells}) > 1
+    show_fixed = any(c.judge_card for c in cells)
     cols = (
         ["model", "dataset", "T"]
         + (["perturbation"] if show_pert else [])
         + (["judge"] if show_judge else [])
-        + ["n", "accuracy", "genuine rate [95% CI]", "unparseable", "top failure labels"]
+        + ["n", "accuracy", "genuine rate [95% CI]"]
+        + (["corrected [95% CI]"] if show_fixed else [])
+        + ["unparseable", "top failure labels"]
     )
     rows = []
     for c in cells:
@@ -178,11 +181,32 @@ def results_table(cells: list[CellSummary]) -> Table:
         row = [c.model, c.dataset, temp]
         row += [c.perturbation] if show_pert else []
         row += [str(c.judge)] if show_judge else []
-        row += [str(c.n), acc, _ci(c), str(c.failed)]
+        row += [str(c.n), acc, _ci(c)]
+        row += [_corrected(c)] if show_fixed else []
+        row += [str(c.failed)]
         row += [top_labels(c.labels, exclude=("plausible_followup",))]
         rows.append(row)
     title = "genuine follow-up rate (user turns judged genuine)"
     return Table("results", title, cols, rows, rows)
+
+
+def _corrected(c: CellSummary) -> str:
+    """The judge-corrected rate, or "undefined" (the reason is in summary.json)."""
+    if c.rate_corrected is None:
+        return "undefined" if c.judge_card else "-"
+    return _pct_ci(c.rate_corrected, c.ci_corrected_low, c.ci_corrected_high)
+
+
+def corrected_note(cells: list[CellSummary]) -> str | None:
+    """What the corrected column is, naming the cards it used; None when no cell has one."""
+    cards = sorted({c.judge_card for c in cells if c.judge_card})
+    if not cards:
+        return None
+    return (
+        "corrected: the genuine rate with the judge's measured error rates removed"
+        f" (Rogan-Gladen with judge card {', '.join(cards)}; CI over items and the card's"
+        " reference turns); `userturn judge card --judge JUDGE` prints the card"
+    )
 
 
 def likelihood_table(cells: list[CellSummary]) -> Table:
@@ -232,6 +256,9 @@ def print_results(result: driver.RunResult, fmt: output.Format = "table") -> Non
     else:
         key = ("model", "dataset", "T", "perturbation", "judge")
         output.emit(results_table(result.cells), fmt, detail=("top failure labels",), key=key)
+        note = corrected_note([c for c in result.cells if c.probe == "generate"])
+        if note:
+            output.note(note, fmt)
     for job in result.jobs:
         desc = job.dataset.describe()
         avail = desc.get("available")
