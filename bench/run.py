@@ -19,6 +19,7 @@ HERE = Path(__file__).resolve().parent
 ORDER = [
     "core",
     "judge_offline",
+    "judge_alternatives",
     "p5_judge",
     "p6_aggregate",
     "p8_batched",
