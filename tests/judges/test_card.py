@@ -102,6 +102,29 @@ def test_intervals_follow_from_the_counts(card: dict[str, Any]) -> None:
     assert card["specificity"] == _recomputed(s["tn"], s["tn"] + s["fp"])
 
 
+def test_strata_split_the_counts_by_model_and_dataset(tmp_path: Path) -> None:
+    """Rows that name their model and dataset are counted per stratum too; the strata
+    add up to the pooled counts, and rows without the field are left out of it."""
+    rows = [("a", "plausible_followup"), ("b", "plausible_followup"), ("c", "new_task_prompt"),
+            ("d", "other")]  # fmt: skip
+    path = _ref(tmp_path, rows)
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    for line, model in zip(lines, ["m1", "m1", "m2", "m2"], strict=True):
+        line["model"] = model
+    lines[0]["dataset"] = "gsm8k"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    script: dict[str, Label | None] = {"a": "plausible_followup", "b": "other",
+                                       "c": "plausible_followup", "d": "other"}  # fmt: skip
+    card = build_card(Scripted(script), [path])
+    by_model = card["strata"]["model"]
+    assert by_model["m1"]["sigma"] == {"tp": 1, "fn": 1, "fp": 0, "tn": 0}
+    assert by_model["m2"]["sigma"] == {"tp": 0, "fn": 0, "fp": 1, "tn": 1}
+    assert by_model["m1"]["sensitivity"] == _recomputed(1, 2)
+    assert by_model["m2"]["sensitivity"]["value"] is None  # no genuine reference row
+    assert (by_model["m2"]["reference_rate"], by_model["m2"]["judged_rate"]) == (0.0, 0.5)
+    assert list(card["strata"]["dataset"]) == ["gsm8k"]
+
+
 def test_write_then_read_back(card: dict[str, Any], tmp_path: Path) -> None:
     path = write_card(card, tmp_path / "cards")
     assert path.name == "scripted.json"
@@ -145,6 +168,9 @@ def test_shipped_cards_match_the_shipped_judges(judge: Judge) -> None:
     assert card["specificity"] == _recomputed(s["tn"], s["tn"] + s["fp"])
     assert sum(map(sum, card["label_confusion"])) == sum(s.values())
     assert card["control_set"]["n"] > 0
+    for field in ("model", "dataset"):  # every reference row names both
+        parts = card["strata"][field].values()
+        assert {k: sum(p["sigma"][k] for p in parts) for k in s} == s
 
 
 def test_offline_card_is_out_of_fold() -> None:

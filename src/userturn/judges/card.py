@@ -13,8 +13,10 @@ Schema (others read it; keep the keys): ``card_id`` (``judge@version``), ``judge
 ``fn``, ``fp``, ``tn``), ``sensitivity`` and ``specificity`` (``value``, ``ci_low``,
 ``ci_high``), ``labels`` (the 8, in order), ``label_confusion`` (rows reference, columns
 judge), ``control_set`` (``n``, ``sigma_accuracy``, ``label_accuracy``) or null,
-``created`` (YYYY-MM-DD); plus ``excluded`` (verdicts not ok, left out of every count)
-and ``ci_method``.
+``created`` (YYYY-MM-DD); plus ``excluded`` (verdicts not ok, left out of every count),
+``ci_method`` and ``strata`` (per ``model`` and per ``dataset`` of the reference rows:
+``sigma``, ``sensitivity``, ``specificity``, ``reference_rate``, ``judged_rate``).
+Corrected rates use the pooled counts; the strata show where they fit less well.
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ from userturn.errors import UserError, read_text
 from userturn.judges.base import Judge
 from userturn.types import LABELS, JudgeInput, Judgment
 
+STRATA = ("model", "dataset")
+"""Reference-row fields a card breaks σ down by: a judge's error rates differ between
+the models that wrote the turns and the datasets they answered, and a pooled card hides
+that from the one user it matters to."""
 CI_METHOD = "wilson"
 CI_ALPHA = 0.05
 IN_SAMPLE = "the judge as given, on the reference files"
@@ -45,6 +51,8 @@ class RefRow:
     input: JudgeInput
     genuine: bool
     label: str
+    groups: tuple[tuple[str, str], ...] = ()
+    """The row's ``model`` and ``dataset``, where the file gives them (for ``strata``)."""
 
 
 def read_reference(path: Path) -> list[RefRow]:
@@ -60,6 +68,7 @@ def read_reference(path: Path) -> list[RefRow]:
                     JudgeInput(str(r["id"]), tuple(r["messages"]), str(r["user_turn"])),
                     bool(r["genuine_followup"]),
                     str(r["label"]),
+                    tuple((k, str(r[k])) for k in STRATA if r.get(k) is not None),
                 )
             )
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
@@ -94,6 +103,32 @@ def confusion(rows: Sequence[RefRow], verdicts: Sequence[Judgment]) -> dict[str,
     return {"sigma": sigma, "label_confusion": matrix, "excluded": excluded}
 
 
+def sigma_block(sigma: dict[str, int]) -> dict[str, Any]:
+    """σ counts with sensitivity, specificity and the reference and judged rates."""
+    n = sum(sigma.values())
+    return {
+        "sigma": sigma,
+        "sensitivity": interval(sigma["tp"], sigma["tp"] + sigma["fn"]),
+        "specificity": interval(sigma["tn"], sigma["tn"] + sigma["fp"]),
+        "reference_rate": round((sigma["tp"] + sigma["fn"]) / n, 4) if n else None,
+        "judged_rate": round((sigma["tp"] + sigma["fp"]) / n, 4) if n else None,
+    }
+
+
+def strata(rows: Sequence[RefRow], verdicts: Sequence[Judgment]) -> dict[str, Any]:
+    """σ per model and per dataset of the reference rows (``STRATA``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for field in STRATA:
+        names = sorted({dict(r.groups)[field] for r in rows if field in dict(r.groups)})
+        out[field] = {}
+        for name in names:
+            part = [(r, v) for r, v in zip(rows, verdicts, strict=True)
+                    if dict(r.groups).get(field) == name]  # fmt: skip
+            counts = confusion([r for r, _ in part], [v for _, v in part])
+            out[field][name] = sigma_block(counts["sigma"])
+    return out
+
+
 def control_summary(judge: Judge, path: Path) -> dict[str, Any]:
     rows = read_reference(path)
     verdicts = judge.judge([r.input for r in rows])
@@ -121,17 +156,19 @@ def build_card(
         part = read_reference(Path(path))
         refs.append(file_entry(Path(path), len(part)))
         rows += part
-    counts = confusion(rows, judge.judge([r.input for r in rows]))
-    s = counts["sigma"]
+    verdicts = judge.judge([r.input for r in rows])
+    counts = confusion(rows, verdicts)
+    pooled = sigma_block(counts["sigma"])
     return {
         "card_id": f"{judge.id}@{judge.version}",
         "judge": judge.id,
         "version": judge.version,
         "method": method,
         "references": refs,
-        "sigma": s,
-        "sensitivity": interval(s["tp"], s["tp"] + s["fn"]),
-        "specificity": interval(s["tn"], s["tn"] + s["fp"]),
+        "sigma": pooled["sigma"],
+        "sensitivity": pooled["sensitivity"],
+        "specificity": pooled["specificity"],
+        "strata": strata(rows, verdicts),
         "labels": list(LABELS),
         "label_confusion": counts["label_confusion"],
         "control_set": None if control_path is None else control_summary(judge, control_path),
