@@ -204,3 +204,24 @@ def test_card_written_into_a_run_updates_its_corrected_rates(tmp_path: Path) -> 
     assert [c["rate"] for c in after] == [c["rate"] for c in before]
     key = "ci_corrected_low"  # the rate is 100% here, so its corrected value clips to 1
     assert [c[key] for c in after] != [c[key] for c in before]
+
+
+@pytest.mark.parametrize(
+    ("line", "where"),
+    [
+        ("not json", "bad.jsonl:1: invalid JSON"),
+        ('{"id": "x"}', "bad.jsonl:1: field 'messages': missing"),
+        ('{"id": "x", "messages": [], "user_turn": "t", "genuine_followup": true,'
+         ' "label": "new_task_prompt"}', "bad.jsonl:1: field 'label':"),
+        ('{"id": "x", "messages": [], "user_turn": "t", "genuine_followup": false,'
+         ' "label": "nonsense"}', "bad.jsonl:1: field 'label':"),
+    ],
+)  # fmt: skip
+def test_a_bad_reference_row_names_its_line_and_field(
+    tmp_path: Path, line: str, where: str
+) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(line + "\n")
+    with pytest.raises(UserError) as info:
+        build_card(Scripted({}), [bad])
+    assert f"{tmp_path}/{where}" in str(info.value), str(info.value)

@@ -39,6 +39,7 @@ STRATA = ("model", "dataset")
 """Reference-row fields a card breaks σ down by: a judge's error rates differ between
 the models that wrote the turns and the datasets they answered, and a pooled card hides
 that from the one user it matters to."""
+REFERENCE_KEYS = ("id", "messages", "user_turn", "genuine_followup", "label")
 CI_METHOD = "wilson"
 CI_ALPHA = 0.05
 IN_SAMPLE = "the judge as given, on the reference files"
@@ -63,6 +64,18 @@ def read_reference(path: Path) -> list[RefRow]:
             continue
         try:
             r = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"invalid JSON: {exc.msg}", file=str(path), line=n) from exc
+        missing = [k for k in REFERENCE_KEYS if not isinstance(r, dict) or k not in r]
+        if missing:
+            raise UserError("missing", file=str(path), line=n, field=missing[0])
+        if (
+            r["label"] not in LABELS
+            or (r["label"] == "plausible_followup") != r["genuine_followup"]
+        ):
+            why = f"{r['label']!r} is not one of the 8 labels or disagrees with genuine_followup"
+            raise UserError(why, file=str(path), line=n, field="label")
+        try:
             rows.append(
                 RefRow(
                     JudgeInput(str(r["id"]), tuple(r["messages"]), str(r["user_turn"])),
@@ -71,7 +84,7 @@ def read_reference(path: Path) -> list[RefRow]:
                     tuple((k, str(r[k])) for k in STRATA if r.get(k) is not None),
                 )
             )
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        except (TypeError, ValueError) as exc:
             raise UserError(f"not a reference row ({exc})", file=str(path), line=n) from exc
     return rows
 
