@@ -225,3 +225,23 @@ def test_a_bad_reference_row_names_its_line_and_field(
     with pytest.raises(UserError) as info:
         build_card(Scripted({}), [bad])
     assert f"{tmp_path}/{where}" in str(info.value), str(info.value)
+
+
+def test_judge_card_prints_a_table_or_the_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shipped offline card as a table (σ overall and per stratum, figures from the
+    card) and, with --format json, as the very JSON written to the folder."""
+    from userturn.cli import main
+
+    monkeypatch.setenv("COLUMNS", "120")
+    assert main(["judge", "card", "--judge", "offline", "--out", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    card = json.loads((tmp_path / "offline.json").read_text())
+    gsm8k = card["strata"]["dataset"]["gsm8k"]["sensitivity"]
+    row = next(line for line in text.splitlines() if line.startswith("dataset gsm8k"))
+    assert f"{gsm8k['value']:.2f} [{gsm8k['ci_low']:.2f}, {gsm8k['ci_high']:.2f}]" in row
+    assert text.splitlines()[0] == f"judge card {card['card_id']}" and "method:" in text
+    assert main(["judge", "card", "--judge", "offline", "--out", str(tmp_path),
+                 "--format", "json"]) == 0  # fmt: skip
+    assert json.loads(capsys.readouterr().out) == card

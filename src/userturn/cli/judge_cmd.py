@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from userturn.analysis.cards import CARDS_DIR
+from userturn.analysis.tables import Table
+from userturn.cli import output
 from userturn.cli.io import atomic_lines, check_output
 from userturn.datasets.base import check_messages, read_jsonl, require
 from userturn.errors import UserError
@@ -132,10 +135,16 @@ def card(
         None, "--run", help="Write the card into this run (its cells get corrected rates)."
     ),
     judge_base_url: str = typer.Option(None, "--judge-base-url", metavar="URL"),
+    fmt: str = typer.Option(
+        "table", "--format", help="table (default: σ overall and per model and dataset) or json."
+    ),
 ) -> int:
-    """Write and print a judge's card: sensitivity and specificity with CIs, the label
-    confusion and the counts behind them. Built-in judges have one shipped; other judges
-    (or --ref files) get one computed now."""
+    """Write and print a judge's card: sensitivity and specificity with CIs, overall and
+    per model and dataset of the reference turns, the label confusion and the counts
+    behind them. Built-in judges have one shipped; other judges (or --ref files) get one
+    computed now."""
+    if fmt not in ("table", "json"):
+        raise UserError(f"expected table or json, got {fmt!r}", field="--format")
     judge_obj = load_judge(judge_spec, base_url=judge_base_url)
     try:
         data = load_card(judge_obj.id, judge_obj.version) if not refs else None
@@ -153,13 +162,54 @@ def card(
     if run_dir is not None and not run_dir.is_dir():
         raise UserError("run directory not found", file=str(run_dir))
     path = write_card(data, folder)
-    typer.echo(json.dumps(data, indent=1, ensure_ascii=False))
+    if fmt == "json":
+        typer.echo(json.dumps(data, indent=1, ensure_ascii=False))
+    else:
+        output.emit(card_table(data), detail=(), key=("reference turns",))
+        output.note(_card_note(data, path))
     typer.echo(f"wrote {path}", err=True)
     if run_dir is not None:  # the run's corrected rates use the new card from now on
         with open_run(run_dir) as store:
             write_outputs(run_dir, store)
         typer.echo(f"updated {run_dir / 'summary.json'}", err=True)
     return 0
+
+
+def card_table(card: dict[str, Any]) -> Table:
+    """σ of a card as rows: all reference turns, then each model and dataset stratum."""
+    blocks = [("all", {k: card[k] for k in ("sigma", "sensitivity", "specificity")})]
+    for field, groups in (card.get("strata") or {}).items():
+        blocks += [(f"{field} {name}", block) for name, block in groups.items()]
+    cols = ["reference turns", "n", "genuine (ref)", "judged genuine"]
+    cols += ["sensitivity [95% CI]", "specificity [95% CI]"]
+    rows = [_card_row(name, block) for name, block in blocks]
+    return Table("card", f"judge card {card['card_id']}", cols, rows, rows)
+
+
+def _card_row(name: str, block: dict[str, Any]) -> list[str]:
+    s = block["sigma"]
+    n = sum(s.values())
+    ref, judged = s["tp"] + s["fn"], s["tp"] + s["fp"]
+    return [name, str(n), f"{ref} ({ref / n:.0%})" if n else "0",
+            f"{judged} ({judged / n:.0%})" if n else "0",
+            _interval(block["sensitivity"]), _interval(block["specificity"])]  # fmt: skip
+
+
+def _interval(x: dict[str, float | None]) -> str:
+    if x.get("value") is None:
+        return "-"
+    return f"{x['value']:.2f} [{x['ci_low']:.2f}, {x['ci_high']:.2f}]"
+
+
+def _card_note(card: dict[str, Any], path: Path) -> str:
+    control = card.get("control_set") or {}
+    said = f"method: {card['method']}."
+    if control.get("n"):
+        said += (
+            f" Control set ({control['n']} planted turns): σ accuracy"
+            f" {control['sigma_accuracy']}, label accuracy {control['label_accuracy']}."
+        )
+    return said + f" The label confusion and every count are in {path} (--format json)."
 
 
 def register(app: typer.Typer) -> None:
