@@ -214,7 +214,7 @@ def measure_turn(messages: Sequence[Message], turn: str) -> Measured:
         **_acts(turn, head, rules, ex),
         **_surface(rules),
     }
-    return Measured(rules=rules, values=values, challenges_answer=cue.challenges(turn))
+    return Measured(rules=rules, values=values, challenges_answer=bool(values["challenge"]))
 
 
 def _copying(turn: str, messages: Sequence[Message]) -> dict[str, float]:
