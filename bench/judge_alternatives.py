@@ -187,11 +187,9 @@ def reply_cues(ref: Reference) -> np.ndarray:
     return np.array(rows)
 
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-
-
 def _sentences(text: str) -> list[str]:
-    return [s for s in _SENTENCE.split(text.strip()) if len(s.split()) >= 2] or [text]
+    """The judge's sentence split, one-word fragments dropped (never empty)."""
+    return [s for s in sentences(text) if len(s.split()) >= 2] or [text]
 
 
 def minilm(ref: Reference) -> tuple[np.ndarray | None, dict[str, Any]]:

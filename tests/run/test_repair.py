@@ -176,6 +176,10 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def _write_lines(path: Path, lines: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(ln) + "\n" for ln in lines))
+
+
 def _damage(store: Path, how: str) -> None:
     if how == "deleted":
         store.unlink()
@@ -343,7 +347,7 @@ def test_a_records_file_of_the_previous_format_still_recovers(
     lines = [_as_v2(ln) for ln in _lines(out / "records.jsonl")]
     kinds = {ln["probe"] == "likelihood": set(ln) for ln in lines}
     assert kinds == {False: V2_TURN_KEYS, True: V2_LIKELIHOOD_KEYS}  # today's lines hold them
-    (out / "records.jsonl").write_text("".join(json.dumps(ln) + "\n" for ln in lines))
+    _write_lines(out / "records.jsonl", lines)
     (out / "store.sqlite").unlink()
 
     res = recover(out)
@@ -372,7 +376,7 @@ def test_a_bad_line_names_its_line_and_field_and_touches_nothing(
     shutil.copytree(runs["all"], out)
     lines = _lines(out / "records.jsonl")
     lines[1]["perturbation_detail"] = "applied"
-    (out / "records.jsonl").write_text("".join(json.dumps(ln) + "\n" for ln in lines))
+    _write_lines(out / "records.jsonl", lines)
     (out / "store.sqlite").write_bytes(b"")
     with pytest.raises(UserError) as err:
         recover(out)

@@ -183,8 +183,13 @@ def corrected_text(c: CellSummary) -> str:
     return rate_ci(c.rate_corrected, c.ci_corrected_low, c.ci_corrected_high)
 
 
+def cards_used(cells: Iterable[CellSummary]) -> list[str]:
+    """The judge cards behind the cells' corrected rates, sorted (empty: none has one)."""
+    return sorted({c.judge_card for c in cells if c.judge_card})
+
+
 def _corrected_cols(cells: list[CellSummary]) -> list[Column]:
-    if not any(c.judge_card for c in cells):
+    if not cards_used(cells):
         return []
     return [("corrected [95% CI]", _key("rate_corrected"), corrected_text)]
 
@@ -249,7 +254,7 @@ def _truncated_text(c: Any) -> str:
 
 
 def _corrected_note(cells: list[CellSummary]) -> str:
-    cards = sorted({c.judge_card for c in cells if c.judge_card})
+    cards = cards_used(cells)
     if not cards:
         return ""
     return (

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from userturn.analysis.cells import top_labels
-from userturn.analysis.tables import Table
+from userturn.analysis.tables import Table, cards_used
 from userturn.cli import options, output, plan
 from userturn.cli.io import Interrupted
 from userturn.cli.progress import progress_for
@@ -150,9 +150,7 @@ def run(
 
 
 def _ci(cell: CellSummary) -> str:
-    if cell.rate is None or cell.ci_low is None or cell.ci_high is None:
-        return "-"
-    return f"{cell.rate:.1%} [{cell.ci_low:.1%}, {cell.ci_high:.1%}]"
+    return _pct_ci(cell.rate, cell.ci_low, cell.ci_high)
 
 
 def results_table(cells: list[CellSummary]) -> Table:
@@ -165,7 +163,7 @@ def results_table(cells: list[CellSummary]) -> Table:
         return rollout_table(cells)
     show_pert = any(c.perturbation != "none" for c in cells)
     show_judge = len({c.judge for c in cells}) > 1
-    show_fixed = any(c.judge_card for c in cells)
+    show_fixed = bool(cards_used(cells))
     cols = (
         ["model", "dataset", "T"]
         + (["perturbation"] if show_pert else [])
@@ -199,7 +197,7 @@ def _corrected(c: CellSummary) -> str:
 
 def corrected_note(cells: list[CellSummary]) -> str | None:
     """What the corrected column is, naming the cards it used; None when no cell has one."""
-    cards = sorted({c.judge_card for c in cells if c.judge_card})
+    cards = cards_used(cells)
     if not cards:
         return None
     return (

@@ -56,8 +56,9 @@ class RefRow:
     """The row's ``model`` and ``dataset``, where the file gives them (for ``strata``)."""
 
 
-def read_reference(path: Path) -> list[RefRow]:
-    """Rows of a reference-label file (``judge_dev.jsonl`` format)."""
+def reference_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """``(line number, row)`` of a reference-label file (``judge_dev.jsonl`` format), each
+    row checked: JSON, every key present, a label of the 8 that agrees with σ."""
     rows = []
     for n, line in enumerate(read_text(path, "reference file").splitlines(), start=1):
         if not line.strip():
@@ -75,6 +76,14 @@ def read_reference(path: Path) -> list[RefRow]:
         ):
             why = f"{r['label']!r} is not one of the 8 labels or disagrees with genuine_followup"
             raise UserError(why, file=str(path), line=n, field="label")
+        rows.append((n, r))
+    return rows
+
+
+def read_reference(path: Path) -> list[RefRow]:
+    """The rows of a reference-label file as a card counts them."""
+    rows = []
+    for n, r in reference_rows(path):
         try:
             rows.append(
                 RefRow(
@@ -132,13 +141,14 @@ def strata(rows: Sequence[RefRow], verdicts: Sequence[Judgment]) -> dict[str, An
     """σ per model and per dataset of the reference rows (``STRATA``)."""
     out: dict[str, dict[str, Any]] = {}
     for field in STRATA:
-        names = sorted({dict(r.groups)[field] for r in rows if field in dict(r.groups)})
-        out[field] = {}
-        for name in names:
-            part = [(r, v) for r, v in zip(rows, verdicts, strict=True)
-                    if dict(r.groups).get(field) == name]  # fmt: skip
-            counts = confusion([r for r, _ in part], [v for _, v in part])
-            out[field][name] = sigma_block(counts["sigma"])
+        parts: dict[str, tuple[list[RefRow], list[Judgment]]] = {}
+        for r, v in zip(rows, verdicts, strict=True):
+            name = dict(r.groups).get(field)
+            if name is not None:
+                part = parts.setdefault(name, ([], []))
+                part[0].append(r)
+                part[1].append(v)
+        out[field] = {name: sigma_block(confusion(*parts[name])["sigma"]) for name in sorted(parts)}
     return out
 
 

@@ -43,15 +43,15 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import cohen_kappa_score
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
 
-from userturn.errors import UserError, read_text
+from userturn.errors import UserError
 from userturn.judges.base import Judge
-from userturn.judges.card import build_card, file_entry, write_card
+from userturn.judges.card import build_card, file_entry, reference_rows, write_card
 from userturn.judges.offline import FORMAT, PARAMS, OfflineJudge, Params
 from userturn.judges.offline_features import NAMES, measure_turn
 from userturn.judges.offline_forest import forest_to_json
 from userturn.judges.rules import RulesJudge
 from userturn.spec import Spec
-from userturn.types import LABELS, JudgeInput, Judgment
+from userturn.types import JudgeInput, Judgment
 
 log = logging.getLogger(__name__)
 
@@ -81,21 +81,7 @@ class Reference:
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
     """Rows of a reference file; a row without the needed fields is a ``UserError``."""
-    rows = []
-    for n, line in enumerate(read_text(path, "reference file").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"not JSON: {exc.msg}", file=str(path), line=n) from exc
-        for key in ("id", "messages", "user_turn", "genuine_followup", "label"):
-            if key not in row:
-                raise UserError("missing", file=str(path), line=n, field=key)
-        if row["label"] not in LABELS or (row["label"] == GENUINE) != row["genuine_followup"]:
-            raise UserError(f"bad label {row['label']!r}", file=str(path), line=n, field="label")
-        rows.append(row)
-    return rows
+    return [row for _, row in reference_rows(path)]
 
 
 def load_reference(paths: list[Path]) -> Reference:
