@@ -18,9 +18,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from userturn.analysis.cards import judge_cards
-from userturn.analysis.correction import corrected_rate
+from userturn.analysis.correction import Corrected, cell_error_draws, stratified_rate
 from userturn.analysis.intervals import CI, ItemCounts, mean_interval, rate_interval, wilson
-from userturn.analysis.sampling import gf_at_k, item_spread
+from userturn.analysis.sampling import (
+    KMeasure,
+    corrected_gf_at_k,
+    gf_at_k,
+    item_spread,
+    null_spread,
+)
+from userturn.config import SELECTOR_META
 from userturn.run.likelihood import LikelihoodRecord
 from userturn.run.records import CellSummary
 from userturn.run.store import JudgmentFact, Store, TurnFact
@@ -118,13 +125,20 @@ class Cell:
     def ci(self) -> tuple[CI, str]:
         return rate_interval(self.item_counts())
 
-    def summary(self, card: dict[str, Any] | None = None) -> CellSummary:
+    def summary(
+        self, card: dict[str, Any] | None = None, selected_by: str | None = None
+    ) -> CellSummary:
         """The cell as summary.json holds it; ``card`` is the judge's card, if it has one
-        (then the judge-corrected rate is filled in)."""
+        (then the rate is corrected with the card's strata for this cell, and GF@k and
+        the item spread gain their corrected values and null floors). ``selected_by``:
+        the judge that chose a best-of rollout's turns; such a cell is never corrected."""
         (lo, hi), method = self.ci()
         counts = self.item_counts()
         spread = item_spread(counts)
-        fixed = corrected_rate(counts, card["sigma"]) if card and self.n else None
+        fixed = self._corrected(counts, card, selected_by) if card and self.n else None
+        ks = self._k_measures(counts, card) if card and self.n and not selected_by else {}
+        spec = None if fixed is None else fixed.spec
+        nulls = null_spread(counts, spec) if spec is not None and not selected_by else None
         return CellSummary(
             model=self.model,
             dataset=self.dataset,
@@ -166,7 +180,42 @@ class Cell:
             ci_corrected_low=None if fixed is None else fixed.ci_low,
             ci_corrected_high=None if fixed is None else fixed.ci_high,
             correction_note=(fixed.note or None) if fixed is not None else None,
+            correction_strata=(fixed.strata or None) if fixed is not None else None,
+            correction_sensitivity=None if fixed is None else fixed.sens,
+            correction_specificity=spec,
+            selected_by=selected_by,
+            gf_at_k_corrected={k: m.value for k, m in ks.items() if m.value is not None} or None,
+            gf_at_k_corrected_ci={
+                k: [m.ci_low, m.ci_high]
+                for k, m in ks.items()
+                if m.ci_low is not None and m.ci_high is not None
+            }
+            or None,
+            gf_at_k_null={k: m.null for k, m in ks.items()} or None,
+            items_never_null=None if nulls is None else nulls[0],
+            items_sometimes_null=None if nulls is None else nulls[1],
+            items_always_null=None if nulls is None else nulls[2],
         )
+
+    def _corrected(
+        self, counts: ItemCounts, card: dict[str, Any], selected_by: str | None
+    ) -> Corrected:
+        if selected_by is None:
+            return stratified_rate(counts, card, self.dataset, self.model, self.family)
+        why = (
+            f"not corrected: best-of turns chosen by judge {selected_by}, and the card "
+            "describes turns nobody selected"
+        )
+        if selected_by == self.judge:
+            why += "; scored by the judge that chose them, so biased upward"
+        return Corrected(None, None, None, False, why)
+
+    def _k_measures(self, counts: ItemCounts, card: dict[str, Any]) -> dict[int, KMeasure]:
+        """Corrected GF@k with CIs and null floors, for cells with k > 1 samples."""
+        if self.max_samples < 2:
+            return {}
+        draws = cell_error_draws(card, self.dataset, self.model, self.family)
+        return corrected_gf_at_k(counts, draws.sens, draws.spec, draws.point)
 
 
 def _judgment_index(store: Store) -> dict[str, dict[str, JudgmentFact]]:
@@ -219,54 +268,86 @@ def summary_cells(store: Store, cells: list[Cell] | None = None) -> list[CellSum
     ``cells``: the store's cells when the caller has collected them already."""
     cards = judge_cards(store)
     counted = collect_cells(store) if cells is None else cells
-    summaries = [c.summary(cards.get(c.judge or "")) for c in counted]
+    chosen = selectors(store)
+    summaries = [c.summary(cards.get(c.judge or ""), chosen.get(c.config)) for c in counted]
     return with_survival(summaries, store) + likelihood_cells(store)
 
 
-SurvivalKey = tuple[str, str, str, float | None, str | None, int]
+def selectors(store: Store) -> dict[str, str]:
+    """config id -> the judge that chose its best-of rollout turns (configs with
+    ``best_of`` > 1 only)."""
+    out = {}
+    for config_id, opts in store.configs().items():
+        if int(opts.get("best_of") or 1) > 1:
+            judge = store.get_meta(SELECTOR_META + config_id)
+            out[config_id] = judge or str(opts.get("select_judge") or "the first judge")
+    return out
+
+
+SurvivalKey = tuple[str, str, str, str, float | None, str | None, int]
+"""(model, dataset, config, perturbation, T, judge, turn)."""
 
 
 def with_survival(cells: list[CellSummary], store: Store) -> list[CellSummary]:
     """Rollout cells gain ``survival``: the share of conversations whose user turns 1..t
-    were all genuine (by the cell's judge), with an interval clustered by item."""
+    were all genuine (by the cell's judge), with an interval clustered by item, and its
+    null floor (1 - specificity)^t: what the judge reports if no turn is genuine."""
     survival = rollout_survival(store)
     out = []
     for c in cells:
-        counts = survival.get((c.model, c.dataset, c.config, c.temperature, c.judge, c.turn or 0))
+        key = (c.model, c.dataset, c.config, c.perturbation, c.temperature, c.judge, c.turn or 0)
+        counts = [x for x in survival.get(key, []) if x[1] > 0]
         if c.probe != "rollout" or not counts:
             out.append(c)
             continue
         (lo, hi), _ = rate_interval(counts)
         rate = sum(g for g, _ in counts) / sum(n for _, n in counts)
-        out.append(replace(c, survival=rate, survival_ci_low=lo, survival_ci_high=hi))
+        spec = c.correction_specificity if c.selected_by is None else None
+        null = None if spec is None else (1 - spec) ** (c.turn or 1)
+        out.append(
+            replace(c, survival=rate, survival_ci_low=lo, survival_ci_high=hi, survival_null=null)
+        )
     return out
 
 
 def rollout_survival(store: Store) -> dict[SurvivalKey, ItemCounts]:
-    """Per (model, dataset, config, T, judge, turn t): per item, (conversations still
-    genuine at t, conversations started). A conversation stopped early has not survived."""
+    """Per (model, dataset, config, perturbation, T, judge, turn t): per item,
+    (conversations still genuine at t, conversations whose state at t is known).
+
+    Conversations are keyed by config and perturbation too, so two experiments' turns
+    never join into one conversation. A conversation is dead from its first turn judged
+    ok and not genuine, and from a turn it never reached because ``stop_on`` ended it. A
+    turn whose verdict is not ok, or not there yet, leaves its state unknown from then
+    on: the conversation leaves the denominator, as an unparseable verdict leaves a
+    cell's, instead of counting as not survived.
+    """
     convs: dict[tuple[Any, ...], dict[int, str]] = {}
     for f in store.turn_facts(probe="rollout"):
-        key = (f.model, f.dataset, f.config, f.temperature, f.item_id, f.sample)
+        key = (f.model, f.dataset, f.config, f.perturbation, f.temperature, f.item_id, f.sample)
         convs.setdefault(key, {})[f.turn] = f.key
     if not convs:
         return {}
     verdicts = {
-        (f.user_turn_key, f.judge): f.genuine is True and f.status == "ok"
+        (f.user_turn_key, f.judge): f.genuine if f.status == "ok" else None
         for f in store.judgment_facts()
     }
     judges = store.judges()
+    stopping = {c for c, opts in store.configs().items() if opts.get("stop_on") == "degenerate"}
     out: dict[SurvivalKey, dict[str, list[int]]] = {}
     horizon = max((max(turns) for turns in convs.values()), default=0)
-    for (model, dataset, config, temp, item, _), turns in convs.items():
+    for (model, dataset, config, pert, temp, item, _), turns in convs.items():
         for judge in judges:
-            alive = True
+            state: bool | None = True  # alive; False dead; None unknown
             for t in range(1, horizon + 1):
-                alive = alive and verdicts.get((turns.get(t, ""), judge), False)
-                slot = out.setdefault((model, dataset, config, temp, judge, t), {})
+                if state is True and t not in turns:
+                    state = False if config in stopping else None
+                elif state is True:
+                    verdict = verdicts.get((turns[t], judge))
+                    state = None if verdict is None else bool(verdict)
+                slot = out.setdefault((model, dataset, config, pert, temp, judge, t), {})
                 counts = slot.setdefault(item, [0, 0])
-                counts[0] += int(alive)
-                counts[1] += 1
+                counts[0] += int(state is True)
+                counts[1] += int(state is not None)
     return {k: [(g, n) for g, n in v.values()] for k, v in out.items()}
 
 

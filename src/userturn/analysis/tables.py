@@ -180,7 +180,37 @@ def corrected_text(c: CellSummary) -> str:
     """The judge-corrected rate with its CI, or why there is none."""
     if c.rate_corrected is None:
         return "–" if c.correction_note is None else f"– ({c.correction_note})"
-    return rate_ci(c.rate_corrected, c.ci_corrected_low, c.ci_corrected_high)
+    mark = " (extrapolated)" if extrapolated(c) else ""
+    return rate_ci(c.rate_corrected, c.ci_corrected_low, c.ci_corrected_high) + mark
+
+
+def extrapolated(c: CellSummary) -> bool:
+    """The card has no reference turns from this cell's dataset or model: its corrected
+    rate rests on error rates extrapolated from the spread across the card's strata."""
+    return any(v is None for v in (c.correction_strata or {}).values())
+
+
+def strata_text(c: CellSummary) -> str:
+    """``dataset=gsm8k, model=smollm2-135m`` (``model=? (not in card)`` when uncovered),
+    or ``pooled`` when the card had no strata."""
+    if not c.correction_strata:
+        return "pooled"
+    return ", ".join(
+        f"{axis}={name if name is not None else '? (not in card)'}"
+        for axis, name in c.correction_strata.items()
+    )
+
+
+def strata_used(cells: Iterable[CellSummary]) -> list[str]:
+    """Each distinct set of strata behind the cells' corrected rates, with the error rates
+    it gave (``dataset=gsm8k, model=m: se 0.65, sp 0.86``), in cell order."""
+    out: dict[str, None] = {}
+    for c in cells:
+        if c.rate_corrected is None or c.correction_sensitivity is None:
+            continue
+        sp = c.correction_specificity or 0.0
+        out[f"{strata_text(c)}: se {c.correction_sensitivity:.2f}, sp {sp:.2f}"] = None
+    return list(out)
 
 
 def cards_used(cells: Iterable[CellSummary]) -> list[str]:

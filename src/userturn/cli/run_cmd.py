@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from userturn.analysis.cells import top_labels
-from userturn.analysis.tables import Table, cards_used
+from userturn.analysis.tables import Table, cards_used, extrapolated, strata_used
 from userturn.cli import options, output, plan
 from userturn.cli.io import Interrupted
 from userturn.cli.progress import progress_for
@@ -83,6 +83,9 @@ def run(
     best_of: int = typer.Option(
         None, "--best-of", help="Rollouts: candidates per user turn; the most genuine is kept."
     ),
+    select_judge: str = typer.Option(
+        None, "--select-judge", help="Rollouts: judge that picks best-of turns (default: first)."
+    ),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Check everything, print the grid, what is left and costs."
     ),
@@ -130,6 +133,7 @@ def run(
         "turns": turns,
         "stop_on": stop_on,
         "best_of": best_of,
+        "select_judge": select_judge,
     }
     form = output.check_format(fmt)
     cfg = build_run_config(config, flags)
@@ -192,7 +196,8 @@ def _corrected(c: CellSummary) -> str:
     """The judge-corrected rate, or "undefined" (the reason is in summary.json)."""
     if c.rate_corrected is None:
         return "undefined" if c.judge_card else "-"
-    return _pct_ci(c.rate_corrected, c.ci_corrected_low, c.ci_corrected_high)
+    mark = "*" if extrapolated(c) else ""
+    return _pct_ci(c.rate_corrected, c.ci_corrected_low, c.ci_corrected_high) + mark
 
 
 def corrected_note(cells: list[CellSummary]) -> str | None:
@@ -200,10 +205,19 @@ def corrected_note(cells: list[CellSummary]) -> str | None:
     cards = cards_used(cells)
     if not cards:
         return None
+    strata = strata_used(cells)
+    where = f" for {'; '.join(strata)}" if strata else ""
+    marked = (
+        "; * the card has no reference turns from this model or dataset: error rates"
+        " extrapolated, CI widened"
+        if any(extrapolated(c) for c in cells)
+        else ""
+    )
     return (
-        "corrected: the genuine rate with the judge's measured error rates removed"
-        f" (Rogan-Gladen with judge card {', '.join(cards)}; CI over items and the card's"
-        " reference turns); `userturn judge card --judge JUDGE` prints the card"
+        "corrected: the genuine rate with the judge's error rates for the run's strata"
+        f" removed (Rogan-Gladen with judge card {', '.join(cards)}{where}; strata"
+        " partially pooled; CI over items, the strata's reference turns and the spread"
+        f" between strata){marked}; `userturn judge card --judge JUDGE` prints the card"
     )
 
 

@@ -187,6 +187,16 @@ def check_rollout(cfg: RunConfig) -> None:
             "--best-of needs a user temperature > 0: greedy candidates are all the same",
             field="best_of",
         )
+    if cfg.best_of > 1:
+        chooser = cfg.select_judge or (cfg.judges[0] if cfg.judges else None)
+        if chooser is None or not [j for j in cfg.judges if j != chooser]:
+            raise UserError(
+                f"--best-of turns chosen by judge {chooser!r} cannot be scored by it (a "
+                "selected turn looks genuine to its selector, true or not): give a second "
+                "--judge to score them (the first chooses), or --select-judge SPEC naming "
+                "another judge to choose",
+                field="best_of",
+            )
 
 
 def load_judges(cfg: RunConfig) -> list[Judge]:

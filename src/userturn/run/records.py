@@ -292,12 +292,29 @@ class CellSummary:
     ci_corrected_high: float | None = None
     correction_note: str | None = None
     judge_card: str | None = None
+    correction_strata: dict[str, str | None] | None = None
+    """Card strata the correction used (``{"dataset": "gsm8k", "model": ...}``); a None
+    value: the card does not cover the run on that axis (extrapolated, see the note)."""
+    correction_sensitivity: float | None = None
+    correction_specificity: float | None = None
+    selected_by: str | None = None
+    """Best-of rollouts: the judge that chose the kept turns (their cells are never
+    corrected: the card describes turns nobody selected)."""
     gf_at_k: dict[int, float] | None = None
+    gf_at_k_corrected: dict[int, float] | None = None
+    gf_at_k_corrected_ci: dict[int, list[float]] | None = None
+    gf_at_k_null: dict[int, float] | None = None
+    """GF@k a judge with the card's error rates reports when no turn is genuine."""
     items_never: float | None = None
     items_sometimes: float | None = None
     items_always: float | None = None
     item_rate_histogram: list[int] | None = None
     """Items per tenth of per-item rate ([0, 0.1), ..., [0.9, 1.0])."""
+    items_never_null: float | None = None
+    items_sometimes_null: float | None = None
+    items_always_null: float | None = None
+    """The never/sometimes/always shares a judge with these error rates reports when no
+    turn is genuine."""
     challenge_rate: float | None = None
     challenge_n: int = 0
     n_not_applied: int = 0
@@ -312,6 +329,9 @@ class CellSummary:
     survival: float | None = None
     survival_ci_low: float | None = None
     survival_ci_high: float | None = None
+    survival_null: float | None = None
+    """Survival a judge with these error rates reports when no turn is genuine:
+    (1 - specificity)^turn."""
 
     @property
     def failed(self) -> int:
@@ -320,8 +340,9 @@ class CellSummary:
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
-        if self.gf_at_k is not None:
-            out["gf_at_k"] = {str(k): v for k, v in self.gf_at_k.items()}
+        for name in K_KEYED:
+            if out[name] is not None:
+                out[name] = {str(k): v for k, v in out[name].items()}
         return out
 
     @classmethod
@@ -330,9 +351,14 @@ class CellSummary:
         names = {f.name for f in fields(cls)}
         kept = {k: v for k, v in data.items() if k in names}
         kept.setdefault("config", "")
-        if kept.get("gf_at_k") is not None:
-            kept["gf_at_k"] = {int(k): float(v) for k, v in kept["gf_at_k"].items()}
+        for name in K_KEYED:
+            if kept.get(name) is not None:
+                kept[name] = {int(k): v for k, v in kept[name].items()}
         return cls(**kept)
+
+
+K_KEYED = ("gf_at_k", "gf_at_k_corrected", "gf_at_k_corrected_ci", "gf_at_k_null")
+"""CellSummary fields keyed by k (strings in JSON)."""
 
 
 @dataclass(frozen=True)
