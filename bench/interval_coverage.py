@@ -93,6 +93,8 @@ def _stratified(p: float, design: Design, judge: StrataJudge, pooled: bool = Fal
             got = corrected_rate(per_item, card["sigma"])
         else:
             got = stratified_rate(per_item, card, dataset, "m")
+        if not got.defined:  # "the judge carries no information here": any rate
+            return 0.0, 1.0
         return got.ci_low, got.ci_high
 
     return draw

@@ -373,3 +373,23 @@ def test_a_table_moves_its_detail_column_before_wrapping_every_value() -> None:
     text = buf.getvalue()
     assert "26.0% [15.9%, 39.6%]" in text and "17.1% [0.0%, 40.1%]" in text
     assert "top failure labels:\n  smollm2-135m: new_task_prompt 32%" in text
+
+
+def test_run_table_names_the_strata_of_its_corrected_rate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The corrected rate uses the card's GSM8K stratum and names it; the fake model is in
+    no stratum, so the value is marked as extrapolated and the note says what * means."""
+    monkeypatch.setenv("COLUMNS", "200")
+    out = tmp_path / "run"
+    assert main([*FAKE_RUN, "--out", str(out)]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    cells = json.loads((out / "summary.json").read_text())["cells"]
+    for c in cells:
+        assert c["correction_strata"]["dataset"] == "gsm8k"
+        assert c["correction_strata"]["model"] is None  # the card has no fake model
+        assert "extrapolated" in c["correction_note"]
+        lo, hi = c["ci_corrected_low"], c["ci_corrected_high"]
+        assert f"{c['rate_corrected']:.1%} [{lo:.1%}, {hi:.1%}]*" in text
+    assert "dataset=gsm8k, model=? (not in card): se " in text
+    assert "* the card has no reference turns from this model or dataset" in text

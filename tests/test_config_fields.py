@@ -133,7 +133,7 @@ def test_a_single_judge_best_of_is_refused(
     its turns to the first run's cells (n 6 -> 12)."""
     out = tmp_path / "ro"
     assert main([*REPRO, "--out", str(out)]) == 0
-    capsys.readouterr()
+    assert "null" in capsys.readouterr().out  # survival beside its null floor
     assert main([*REPRO, "--best-of", "3", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "best-of" in err and "--select-judge" in err

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from synthetic_runs import Spec, build_run
 
+from synthetic_runs import Spec, build_run
 from userturn.analysis import views as V
 from userturn.analysis.claims import (
     NOT_SHOWN,
@@ -111,4 +111,4 @@ def test_views_carry_paired_temperature_and_corrected_perturbation_deltas(
         assert d.ci_corrected_low is not None and d.ci_corrected_high is not None
         assert d.ci_corrected_low <= d.delta_corrected <= d.ci_corrected_high
     data = a.to_json()
-    assert "temperature_deltas" in data and data["temperature_deltas"]
+    assert data.get("temperature_deltas")

@@ -54,8 +54,8 @@ class Hyper:
 
 @lru_cache(maxsize=256)
 def _hyper(counts: tuple[tuple[str, int, int], ...]) -> Hyper:
-    mu, lk = np.meshgrid(MU_GRID, LOG_KAPPA_GRID, indexing="ij")
-    mu, kappa = mu.ravel(), np.exp(lk.ravel())
+    mu_grid, lk_grid = np.meshgrid(MU_GRID, LOG_KAPPA_GRID, indexing="ij")
+    mu, kappa = mu_grid.ravel(), np.exp(lk_grid.ravel())
     a, b = mu * kappa, (1 - mu) * kappa
     loglik = np.zeros_like(mu)
     for _, x, n in counts:

@@ -262,6 +262,11 @@ def accuracy_followup_table(a: Analysis, judge: str | None) -> Table:
         ("T", _key("temperature"), lambda r: temp(r.temperature)),
         ("follow-up", _key("rate"), lambda r: rate_ci(r.rate, r.ci_low, r.ci_high)),
         *_corrected_cols(base),
+        *(
+            [("strata", lambda r: strata_text(r.cell), lambda r: strata_text(r.cell))]
+            if cards_used(base)
+            else []
+        ),
         _col("n", "n"),
         ("unparseable", _key("failed"), _str("failed")),
     ]
@@ -289,7 +294,10 @@ def _corrected_note(cells: list[CellSummary]) -> str:
         return ""
     return (
         f" Corrected: Rogan–Gladen estimate of the true rate given judge card "
-        f"{', '.join(cards)} (CI over items and the card's reference examples)."
+        f"{', '.join(cards)}, with the sensitivity and specificity of the row's strata "
+        "(dataset, shifted by model; partially pooled across the card's strata). CI over "
+        "items, the strata's reference turns and the spread between strata; "
+        "'(extrapolated)': the card has no reference turns from that dataset or model."
     )
 
 
@@ -349,6 +357,11 @@ def perturbation_table(a: Analysis, judge: str | None) -> Table:
         ("rate (none)", _key("rate_base"), lambda r: pct(r.rate_base)),
         ("rate (perturbed)", _key("rate"), lambda r: pct(r.rate)),
         ("delta", _key("delta"), lambda r: _signed(r.delta, r.ci_low, r.ci_high)),
+        (
+            "delta corrected",
+            _key("delta_corrected"),
+            lambda r: _signed(r.delta_corrected, r.ci_corrected_low, r.ci_corrected_high),
+        ),
         _col("items", "n_items"),
         (
             "unparseable",
@@ -362,7 +375,9 @@ def perturbation_table(a: Analysis, judge: str | None) -> Table:
         spec,
         rows,
         note="delta = rate(perturbed) - rate(none) on the items present in both, "
-        "with a paired item-clustered 95% CI (in points)."
+        "with a paired item-clustered 95% CI (in points). Corrected: the delta over the "
+        "judge's se + sp - 1 for the row's strata (raw deltas shrink a true effect by it), "
+        "CI over the paired items and the judge's error rates."
         + (
             f" Caution: with fewer than {FEW_ITEMS} items the interval is rough."
             if any(0 < r.n_items < FEW_ITEMS for r in rows)
@@ -412,6 +427,14 @@ def correlation_table(a: Analysis, judge: str | None) -> Table:
         _col("points", "n_points"),
         ("Pearson r", _key("pearson_r"), lambda r: _f(r.pearson_r, r.pearson_p)),
         ("Spearman rho", _key("spearman_rho"), lambda r: _f(r.spearman_rho, r.spearman_p)),
+        (
+            "rho 95% CI",
+            _key("rho_ci_low"),
+            lambda r: (
+                "–" if r.rho_ci_low is None else f"[{r.rho_ci_low:+.2f}, {r.rho_ci_high:+.2f}]"
+            ),
+        ),
+        _col("equivalence", "equivalence"),
         _col("note", "note"),
     ]
     return _build(
@@ -419,9 +442,11 @@ def correlation_table(a: Analysis, judge: str | None) -> Table:
         f"Accuracy vs follow-up across models (judge {judge})",
         spec,
         rows,
-        note="Points are (model, dataset) pairs; scope 'items': (model, item) "
-        "pairs, item correct (0/1) vs its follow-up rate. p-values in "
-        "parentheses.",
+        note="Per dataset, never pooled across datasets. Points are models; scope "
+        "'items: D': (model, item) pairs, item correct (0/1) vs its follow-up rate. "
+        "p-values in parentheses. rho 95% CI: bootstrap over models and their items. "
+        "Equivalence: |rho| < 0.3 shown with 95% confidence when the 90% CI lies inside "
+        "±0.3 (two one-sided tests), else 'not shown'.",
     )
 
 
@@ -441,9 +466,12 @@ def sampling_table(a: Analysis, judge: str | None) -> Table:
     spec: list[Column] = [
         *_cell_cols(a),
         *[_gf_col(k) for k in ks],
+        *_gf_corrected_cols(ks[-1] if ks else 0),
         ("items never", _key("items_never"), lambda r: pct(r.items_never)),
+        ("never (null)", _key("items_never_null"), lambda r: pct(r.items_never_null)),
         ("sometimes", _key("items_sometimes"), lambda r: pct(r.items_sometimes)),
         ("always", _key("items_always"), lambda r: pct(r.items_always)),
+        ("always (null)", _key("items_always_null"), lambda r: pct(r.items_always_null)),
         _col("items", "n_items"),
     ]
     return _build(
@@ -452,9 +480,32 @@ def sampling_table(a: Analysis, judge: str | None) -> Table:
         spec,
         cells,
         note="GF@k: the unbiased estimate that at least one of k samples of a context is "
-        "genuine (pass@k's estimator over the n samples per item). Items never / sometimes "
-        "/ always: shares of items whose samples were all degenerate, mixed, all genuine.",
+        "genuine (pass@k's estimator over the n samples per item), as judged. Corrected: "
+        "through the judge's error rates for the row's strata, CI over items and those "
+        "rates. Null: what a judge with these error rates reports when no turn is genuine "
+        "(1 - sp^k); a judged value near it is no evidence of genuine follow-ups. Items "
+        "never / sometimes / always: shares of items whose samples were all degenerate, "
+        "mixed, all genuine, beside the null shares.",
     )
+
+
+def _gf_corrected_cols(k: int) -> list[Column]:
+    if not k:
+        return []
+
+    def corrected(r: CellSummary) -> str:
+        value = (r.gf_at_k_corrected or {}).get(k)
+        ci = (r.gf_at_k_corrected_ci or {}).get(k)
+        return "–" if value is None or ci is None else rate_ci(value, ci[0], ci[1])
+
+    return [
+        (f"GF@{k} corrected", lambda r: (r.gf_at_k_corrected or {}).get(k), corrected),
+        (
+            f"GF@{k} null",
+            lambda r: (r.gf_at_k_null or {}).get(k),
+            lambda r: pct((r.gf_at_k_null or {}).get(k)),
+        ),
+    ]
 
 
 def _gf_col(k: int) -> Column:
@@ -518,6 +569,8 @@ def rollout_table(a: Analysis, judge: str | None) -> Table:
             _key("survival"),
             lambda r: rate_ci(r.survival, r.survival_ci_low, r.survival_ci_high),
         ),
+        ("survival null", _key("survival_null"), lambda r: pct(r.survival_null)),
+        ("selected by", _key("selected_by"), lambda r: r.selected_by or "–"),
         ("unparseable", _key("failed"), _str("failed")),
     ]
     return _build(
@@ -526,7 +579,10 @@ def rollout_table(a: Analysis, judge: str | None) -> Table:
         spec,
         cells,
         note="Survival at turn t: conversations whose user turns 1..t were all genuine, over "
-        "all conversations started. Intervals are clustered by item.",
+        "conversations whose state at t is known (a turn not judged ok leaves it unknown). "
+        "Intervals are clustered by item. Survival null: (1 - sp)^t, what a judge with these "
+        "error rates reports when no turn is genuine. Selected by: best-of turns chosen by "
+        "that judge; their cells are not corrected, and the selector's own are biased up.",
     )
 
 
@@ -549,10 +605,39 @@ def challenge_table(a: Analysis, judge: str | None) -> Table:
     )
 
 
+def temperature_delta_table(a: Analysis, judge: str | None) -> Table:
+    """T vs T=0 on the same items: the temperature curve as paired differences."""
+    rows = _for_judge(a.temperature_deltas, judge)
+    spec: list[Column] = [
+        _col("model", "model"),
+        _col("dataset", "dataset"),
+        *_config_cols(a),
+        ("T", _key("temperature"), lambda r: temp(r.temperature)),
+        ("rate (T=0)", _key("rate_base"), lambda r: pct(r.rate_base)),
+        ("rate (T)", _key("rate"), lambda r: pct(r.rate)),
+        ("delta", _key("delta"), lambda r: _signed(r.delta, r.ci_low, r.ci_high)),
+        (
+            "delta corrected",
+            _key("delta_corrected"),
+            lambda r: _signed(r.delta_corrected, r.ci_corrected_low, r.ci_corrected_high),
+        ),
+        _col("items", "n_items"),
+    ]
+    return _build(
+        "temperature_deltas",
+        f"Follow-up rate at T minus T=0 on the same items (judge {judge})",
+        spec,
+        rows,
+        note="Paired by item (answers are shared across temperatures), 95% CI in points; "
+        "corrected: over the judge's se + sp - 1 for the row's strata.",
+    )
+
+
 def all_tables(a: Analysis, judge: str | None) -> list[Table]:
     return [
         accuracy_followup_table(a, judge),
         temperature_table(a, judge),
+        temperature_delta_table(a, judge),
         perturbation_table(a, judge),
         failure_table(a, judge, "family"),
         failure_table(a, judge, "model"),

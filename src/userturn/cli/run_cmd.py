@@ -253,7 +253,9 @@ def _preferred(c: CellSummary) -> str:
 
 
 def _survival(c: CellSummary) -> str:
-    return _pct_ci(c.survival, c.survival_ci_low, c.survival_ci_high)
+    """Survival with its null floor: what the judge reports if no turn is genuine."""
+    text = _pct_ci(c.survival, c.survival_ci_low, c.survival_ci_high)
+    return text if c.survival_null is None else f"{text} null {c.survival_null:.1%}"
 
 
 def _margin(c: CellSummary) -> str:
