@@ -122,6 +122,19 @@ def make_files(d: Path) -> None:
     huge = json.dumps({**GOOD_ROW, "pad": "x" * 9_000_000})
     (d / "huge_line.jsonl").write_text(_jsonl(GOOD_ROW) + huge + "\n", encoding="utf-8")
     (d / "subdir").mkdir()
+    make_ggufs(d)
+
+
+def make_ggufs(d: Path) -> None:
+    """Files given as ``llamacpp:PATH`` that are not models: text, random bytes, and the
+    embedded GGUF cut short (its header and metadata intact, its tensors not)."""
+    from userturn import assets
+
+    (d / "text.gguf").write_text("just some text\n", encoding="utf-8")
+    (d / "random.gguf").write_bytes(random.Random(1).randbytes(65536))
+    real = assets.fetch(assets.SMOLLM2).read_bytes()
+    (d / "truncated.gguf").write_bytes(real[: len(real) // 2])
+    (d / "header_only.gguf").write_bytes(real[:4096])
 
 
 def damage(src: Path, dst: Path, how: str) -> Path:
@@ -328,6 +341,17 @@ CASES = [
         "exactly one",
     ),
     case("render unknown model", "render --model nope --messages {d}/msgs.json", "unknown model"),
+    *(
+        case(f"{cmd} {name}.gguf", argv.format(name=name), f"{name}.gguf: field 'model'")
+        for name in ("text", "random", "truncated", "header_only")
+        for cmd, argv in (
+            ("run", "run --model llamacpp:{{d}}/{name}.gguf --limit 1 --judge rules"),
+            ("dry-run", "run --dry-run --model llamacpp:{{d}}/{name}.gguf"),
+            ("render", "render --model llamacpp:{{d}}/{name}.gguf --messages {{d}}/msgs.json"),
+        )
+    ),
+    case("n_ctx over training", [*RUN, "--model", "smollm2-135m?n_ctx=99999999"], "training"),
+    case("dry-run n_ctx over training", "run --dry-run --model smollm2-135m?n_ctx=99999999", "8192"),
     # --out of run
     case("out is a file", [*RUN, "--out", "{d}/afile"], "file"),
     case("out under a file", [*RUN, "--out", "{d}/afile/sub"], "afile"),
