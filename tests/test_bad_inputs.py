@@ -43,6 +43,12 @@ DROPS_USERS = (
 )
 
 
+NESTED_LOOP = (
+    "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}" + CHATML
+)
+"""10^10 iterations of nothing: bounded by the render's time budget."""
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -96,6 +102,15 @@ def make_files(d: Path) -> None:
         "msgs_bad.json": "[{",
         "msgs_roles.json": json.dumps([{"role": "user", "content": 3}]),
         "afile": "not a directory\n",
+        "type_error.jinja": "{{ messages[0]['content'] + 1 }}",
+        "zero_div.jinja": "{% for m in messages %}{{ m['content'] }}{{ 1 // 0 }}{% endfor %}",
+        "recursion.jinja": "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+        "endless.jinja": NESTED_LOOP,
+        "huge_output.jinja": "{% for i in range(100) %}{{ 'x' * 1000000 }}{% endfor %}",
+        "huge_string.jinja": "{{ 'x' * 100000000 }}",
+        "huge_power.jinja": "{{ 10 ** 100000000 }}",
+        "big_range.jinja": "{% for i in range(10000000000) %}{% endfor %}",
+        "deep.jinja": "{{ " + "(" * 5000 + "1" + ")" * 5000 + " }}",
     }
     for name, body in text.items():
         (d / name).write_text(body, encoding="utf-8")
@@ -107,6 +122,19 @@ def make_files(d: Path) -> None:
     huge = json.dumps({**GOOD_ROW, "pad": "x" * 9_000_000})
     (d / "huge_line.jsonl").write_text(_jsonl(GOOD_ROW) + huge + "\n", encoding="utf-8")
     (d / "subdir").mkdir()
+    make_ggufs(d)
+
+
+def make_ggufs(d: Path) -> None:
+    """Files given as ``llamacpp:PATH`` that are not models: text, random bytes, and the
+    embedded GGUF cut short (its header and metadata intact, its tensors not)."""
+    from userturn import assets
+
+    (d / "text.gguf").write_text("just some text\n", encoding="utf-8")
+    (d / "random.gguf").write_bytes(random.Random(1).randbytes(65536))
+    real = assets.fetch(assets.SMOLLM2).read_bytes()
+    (d / "truncated.gguf").write_bytes(real[: len(real) // 2])
+    (d / "header_only.gguf").write_bytes(real[:4096])
 
 
 def damage(src: Path, dst: Path, how: str) -> Path:
@@ -159,6 +187,19 @@ class Case:
 def case(name: str, argv: str | list[str], expect: str) -> Case:
     return Case(name, tuple(argv.split() if isinstance(argv, str) else argv), expect)
 
+
+TEMPLATE_FAULTS = (
+    ("type_error", "type_error.jinja: chat template raised TypeError"),
+    ("zero_div", "zero_div.jinja: chat template raised ZeroDivisionError"),
+    ("recursion", "recursion.jinja: chat template raised RecursionError"),
+    ("endless", "endless.jinja: chat template stopped: rendering took longer than"),
+    ("huge_output", "huge_output.jinja: chat template stopped: rendering would produce over"),
+    ("huge_string", "huge_string.jinja: chat template stopped: rendering would produce over"),
+    ("huge_power", "huge_power.jinja: chat template stopped: rendering would produce over"),
+    ("big_range", "big_range.jinja: chat template raised OverflowError"),
+    ("deep", "deep.jinja: chat template"),
+)
+"""Templates whose own code fails or runs away, with the words of the line naming each."""
 
 CASES = [
     # spec options: unknown, typed, in range
@@ -256,6 +297,18 @@ CASES = [
         "utf-8",
     ),
     case("run template drops users", [*RUN, "--chat-template", "{d}/drops_users.jinja"], "user"),
+    *(
+        case(
+            f"render template {name}",
+            f"render --template {{d}}/{name}.jinja --messages {{d}}/msgs.json",
+            words,
+        )
+        for name, words in TEMPLATE_FAULTS
+    ),
+    *(
+        case(f"run template {name}", [*RUN, "--chat-template", f"{{d}}/{name}.jinja"], words)
+        for name, words in TEMPLATE_FAULTS
+    ),
     case("run template missing", [*RUN, "--chat-template", "{d}/nope.jinja"], "not found"),
     case(
         "render bad date",
@@ -288,6 +341,17 @@ CASES = [
         "exactly one",
     ),
     case("render unknown model", "render --model nope --messages {d}/msgs.json", "unknown model"),
+    *(
+        case(f"{cmd} {name}.gguf", argv.format(name=name), f"{name}.gguf: field 'model'")
+        for name in ("text", "random", "truncated", "header_only")
+        for cmd, argv in (
+            ("run", "run --model llamacpp:{{d}}/{name}.gguf --limit 1 --judge rules"),
+            ("dry-run", "run --dry-run --model llamacpp:{{d}}/{name}.gguf"),
+            ("render", "render --model llamacpp:{{d}}/{name}.gguf --messages {{d}}/msgs.json"),
+        )
+    ),
+    case("n_ctx over training", [*RUN, "--model", "smollm2-135m?n_ctx=99999999"], "training"),
+    case("dry-run n_ctx over training", "run --dry-run --model smollm2-135m?n_ctx=99999999", "8192"),
     # --out of run
     case("out is a file", [*RUN, "--out", "{d}/afile"], "file"),
     case("out under a file", [*RUN, "--out", "{d}/afile/sub"], "afile"),

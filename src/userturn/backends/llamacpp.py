@@ -110,19 +110,47 @@ class LlamaCppBackend(Backend):
         from llama_cpp._utils import suppress_stdout_stderr
 
         with suppress_stdout_stderr(disable=False):  # C-level warnings about n_ctx
-            return llama_cpp.Llama(model_path=str(self.path), vocab_only=True, verbose=False)
+            try:
+                return llama_cpp.Llama(model_path=str(self.path), vocab_only=True, verbose=False)
+            except ValueError as exc:  # llama.cpp's reader refused the file
+                raise self._unreadable() from exc
+
+    def _unreadable(self) -> UserError:
+        return UserError(
+            "not a GGUF model llama.cpp can read (a text, truncated or damaged file?)",
+            file=str(self.path),
+            field="model",
+        )
+
+    def check_file(self) -> None:
+        """Read the GGUF's metadata with llama.cpp's own reader (no weights; it also checks
+        that every tensor lies within the file) and refuse an ``n_ctx`` over the model's
+        training context, before minutes go into loading weights for a context it was
+        never trained on."""
+        meta = self._vocab.metadata
+        arch = meta.get("general.architecture", "")
+        trained = meta.get(f"{arch}.context_length")
+        if trained is not None and trained.isdigit() and self.n_ctx > int(trained):
+            raise UserError(
+                f"n_ctx={self.n_ctx} is over the model's training context ({trained} tokens)",
+                field="n_ctx",
+            )
 
     @cached_property
     def llm(self) -> Any:
         llama_cpp = _import_llama()
         log.info("loading %s (n_ctx=%d, threads=%d)", self.path, self.n_ctx, self.n_threads)
-        llm = llama_cpp.Llama(
-            model_path=str(self.path),
-            n_ctx=self.n_ctx,
-            n_threads=self.n_threads,
-            n_batch=512,
-            verbose=False,
-        )
+        self.check_file()
+        try:
+            llm = llama_cpp.Llama(
+                model_path=str(self.path),
+                n_ctx=self.n_ctx,
+                n_threads=self.n_threads,
+                n_batch=512,
+                verbose=False,
+            )
+        except ValueError as exc:
+            raise self._unreadable() from exc
         if self.batch_samples and self.n_seq > 1:
             lb.add_streams(llm, self.n_seq, self.n_ctx)
         return llm

@@ -163,7 +163,11 @@ def check_plan(cfg: RunConfig) -> None:
     template file, before any work: a typo in the second ``--model`` must not surface
     after the first model's rows are stored."""
     for model in cfg.models:
-        registry.model_spec(model)
+        _, spec = registry.model_spec(model)
+        if spec.kind == "llamacpp":  # the file itself, by llama.cpp's reader: milliseconds
+            from userturn.backends.llamacpp import LlamaCppBackend
+
+            LlamaCppBackend(spec).check_file()
     for pert in cfg.perturbations:
         load_perturbation(pert)
     if cfg.chat_template is not None:
