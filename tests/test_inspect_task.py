@@ -42,7 +42,7 @@ def test_inspect_eval_matches_userturn_run(
     from inspect_ai import eval as inspect_eval
     from inspect_ai.log import read_eval_log
 
-    from userturn.interop.inspect_task import userturn_probe_task
+    from userturn.interop.inspect_registry import userturn_probe
 
     spec = "openai:smollm2"
     cfg = RunConfig(
@@ -60,7 +60,7 @@ def test_inspect_eval_matches_userturn_run(
     assert len(mine) == LIMIT
 
     monkeypatch.setenv("LLAMACPP_API_KEY", "unused")  # inspect asks for one; llama.cpp ignores it
-    task = userturn_probe_task(
+    task = userturn_probe(  # the task as inspect's registry declares it
         template_model=f"{spec}?base_url={llama_server}",
         dataset="gsm8k",
         limit=LIMIT,

@@ -15,9 +15,9 @@ parameters, seeds and stops cannot drift from what ``userturn run`` does. The te
 (and whether the server adds BOS) comes from a userturn model spec for the same model,
 e.g. ``openai:smollm2?base_url=URL`` with ``chat_template=FILE``.
 
-Usage::
+Usage (the task is registered with inspect by ``inspect_registry``)::
 
-    inspect eval userturn/interop/inspect_task.py@userturn_probe \\
+    inspect eval userturn/userturn_probe \\
         --model openai-api-completions/llamacpp/smollm2 \\
         --model-base-url http://127.0.0.1:8080/v1 \\
         -T template_model='openai:smollm2?base_url=http://127.0.0.1:8080/v1' \\
@@ -26,7 +26,6 @@ Usage::
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
@@ -265,15 +264,3 @@ def userturn_probe_task(
         name=f"userturn_probe_{dataset}",
         metadata={"userturn_config": cfg.model_dump(mode="json")},
     )
-
-
-def _register() -> Callable[..., Task]:
-    from inspect_ai import task
-
-    return task(name="userturn_probe")(userturn_probe_task)  # type: ignore[no-any-return]
-
-
-# ``inspect eval FILE@userturn_probe`` finds the task; without the [inspect] extra the
-# module still imports (userturn never needs it)
-with contextlib.suppress(ImportError):
-    userturn_probe = _register()
