@@ -238,9 +238,7 @@ class _AccCell:
 def accuracy_followup_table(a: Analysis, judge: str | None) -> Table:
     """Tables 3/5: per model × dataset, accuracy and the follow-up rate at the lowest T."""
     acc = {(r.model, r.dataset, r.config): r for r in a.accuracy}
-    base = [
-        c for c in _for_judge(a.cells, judge) if c.perturbation == "none" and c.probe == "generate"
-    ]
+    base = _probe_cells(a, judge)
     lowest: dict[tuple[str, str, str], CellSummary] = {}
     for c in base:
         k = (c.model, c.dataset, c.config)
@@ -303,9 +301,7 @@ def _corrected_note(cells: list[CellSummary]) -> str:
 
 def temperature_table(a: Analysis, judge: str | None) -> Table:
     """Table 4: follow-up rate per model × dataset (rows) and temperature (columns)."""
-    base = [
-        c for c in _for_judge(a.cells, judge) if c.perturbation == "none" and c.probe == "generate"
-    ]
+    base = _probe_cells(a, judge)
     temps = sorted({c.temperature for c in base if c.temperature is not None})
     grid: dict[tuple[str, str, str], dict[float | None, CellSummary]] = {}
     for c in base:
