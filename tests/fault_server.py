@@ -11,6 +11,8 @@ the label of a valid judge reply (default ``plausible_followup``). Steps:
 - ``ok``: a valid reply; ``429``: rate limited with ``Retry-After``; ``500``, ``400``,
   ``401``: that HTTP error;
 - ``timeout``: sleep past the client's timeout, then reply;
+- ``drip``: a valid reply sent one byte every ``drip_interval`` seconds, so no single read
+  waits long: only a deadline on the whole request stops it;
 - ``badjson``: HTTP 200 whose message is not JSON; ``offmenu``: a label not on the menu;
 - ``garbage``: HTTP 200 whose body is not JSON at all;
 - ``thinkdraft``: a ``<think>`` block holding a different draft verdict, then the real
@@ -124,6 +126,7 @@ class FaultState:
     latency: float = 0.0
     retry_after: str = "1"
     timeout_sleep: float = 3.0
+    drip_interval: float = 0.2
     schema_mode: str = "openai"
     reasoning: bool = False
     strict_fields: bool = False
@@ -226,6 +229,8 @@ class Handler(BaseHTTPRequestHandler):
         elif step == "timeout":
             time.sleep(state.timeout_sleep)
             return False
+        elif step == "drip":
+            self._drip(json.dumps({"choices": [{"text": "x" * 4000}]}).encode(), state)
         else:
             return False
         return True
@@ -333,6 +338,19 @@ class Handler(BaseHTTPRequestHandler):
                 },
             },
         )
+
+    def _drip(self, data: bytes, state: FaultState) -> None:
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            for i in range(len(data)):
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
+                time.sleep(state.drip_interval)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up: what the deadline is for
 
     def _send(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
         self._send_raw(status, json.dumps(obj).encode(), "application/json", headers)

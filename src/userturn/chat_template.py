@@ -33,7 +33,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, safe_range
 from userturn.errors import UserError
 from userturn.types import Message
 
-# End-of-turn markers per family (design.md); derived markers are added to these.
+# End-of-turn markers per family; markers derived from the template are added to these.
 FAMILY_STOPS: dict[str, tuple[str, ...]] = {
     "chatml": ("<|im_end|>",),
     "gemma": ("<end_of_turn>",),
@@ -218,7 +218,7 @@ class ChatTemplate:
 
     @cached_property
     def dialect(self) -> str:
-        """The template's markup family, for the end-of-turn table in design.md."""
+        """The template's markup family, which picks its end-of-turn markers (above)."""
         for marker, name in _DIALECT_MARKERS:
             if marker in self.source:
                 return name

@@ -18,12 +18,14 @@ from typing import Any
 
 import pytest
 
+from userturn import registry
 from userturn.backends import load_backend
 from userturn.backends import vllm as vllm_backend
 from userturn.backends.vllm import (
     Call,
     ScoreCall,
     VLLMBackend,
+    VLLMOptions,
     collect,
     collect_scores,
     engine_args,
@@ -40,8 +42,9 @@ HOT = SamplingParams(temperature=1.0, top_p=0.9, top_k=0, max_tokens=8, stop=("<
 GREEDY = SamplingParams(temperature=0.0, top_p=0.9, top_k=40, max_tokens=8)
 
 
-def spec(raw: str) -> Any:
-    return parse_spec(raw, kinds={"vllm"})
+def spec(raw: str) -> VLLMOptions:
+    """The typed options of a vLLM spec, as the backend receives them."""
+    return registry.MODELS["vllm"].typed(VLLMOptions, parse_spec(raw, kinds={"vllm"}).options)
 
 
 def test_engine_args_parallelism_and_ray() -> None:
@@ -61,6 +64,13 @@ def test_engine_args_parallelism_and_ray() -> None:
     forced = engine_args(spec("vllm:m?ray=1&gpu_memory_utilization=0.5"), "m", local_gpus=8)
     assert forced["distributed_executor_backend"] == "ray"
     assert forced["gpu_memory_utilization"] == 0.5
+    for spelling in ("on", "yes", "True", "TRUE", "1", "true"):  # each validates: each is honoured
+        asked = engine_args(spec(f"vllm:m?ray={spelling}"), "m", local_gpus=8)
+        assert asked["distributed_executor_backend"] == "ray", spelling
+    for spelling in ("off", "no", "False", "0"):
+        assert "distributed_executor_backend" not in engine_args(
+            spec(f"vllm:m?ray={spelling}"), "m", local_gpus=8
+        )
     with pytest.raises(UserError, match="integer"):
         engine_args(spec("vllm:m?tp=two"), "m", local_gpus=1)
     with pytest.raises(UserError, match=">= 1"):

@@ -18,10 +18,8 @@ agreement or disagreement.
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +28,7 @@ import numpy as np
 
 from userturn.datasets.base import read_jsonl
 from userturn.errors import UserError
+from userturn.stats import kappa
 from userturn.types import LABELS
 
 if TYPE_CHECKING:
@@ -104,18 +103,6 @@ def read_labels(path: Path, cell_key: str | None = "cell") -> dict[str, LabelRow
     return rows
 
 
-def _kappa(a: Iterable[Any], b: Iterable[Any], labels: list[Any] | None = None) -> float | None:
-    """scikit-learn's κ; None where it is undefined (one class on both sides)."""
-    # scikit-learn and scipy are imported where used: together they add ~1 s to every
-    # CLI start, and most commands never compute agreement.
-    from sklearn.metrics import cohen_kappa_score
-
-    with warnings.catch_warnings():  # undefined κ is reported as None, not warned about
-        warnings.simplefilter("ignore")
-        value = float(cohen_kappa_score(list(a), list(b), labels=labels))
-    return None if math.isnan(value) else value
-
-
 def bootstrap_kappa(
     a: list[bool], b: list[bool], reps: int = BOOTSTRAP_REPS, seed: int = 0
 ) -> tuple[float | None, float | None]:
@@ -127,7 +114,7 @@ def bootstrap_kappa(
     draws = []
     for _ in range(reps):
         idx = rng.integers(0, len(a), len(a))
-        k = _kappa(xa[idx], xb[idx], labels=[False, True])
+        k = kappa(xa[idx], xb[idx], labels=[False, True])
         if k is not None:
             draws.append(k)
     if not draws:
@@ -200,7 +187,7 @@ def _split(a: dict[str, LabelRow], b: dict[str, LabelRow]) -> tuple[list[str], d
 def agreement(
     a: dict[str, LabelRow], b: dict[str, LabelRow], *, reps: int = BOOTSTRAP_REPS, seed: int = 0
 ) -> dict[str, Any]:
-    """The full comparison of A and B (keys: see the module docstring and design.md)."""
+    """The full comparison of A and B (keys: see the module docstring)."""
     ids, detail = _split(a, b)
     ga, gb = [bool(a[i].genuine) for i in ids], [bool(b[i].genuine) for i in ids]
     la, lb = [str(a[i].label) for i in ids], [str(b[i].label) for i in ids]
@@ -211,12 +198,12 @@ def agreement(
         "dropped": detail["not_ok"] + detail["only_in_a"] + detail["only_in_b"],
         "dropped_detail": detail,
         "agreement": sum(x == y for x, y in zip(ga, gb, strict=True)) / n if n else None,
-        "kappa": _kappa(ga, gb, labels=[False, True]) if n else None,
+        "kappa": kappa(ga, gb, labels=[False, True]) if n else None,
         "kappa_ci": list(bootstrap_kappa(ga, gb, reps, seed)),
         "rate_a": sum(ga) / n if n else None,
         "rate_b": sum(gb) / n if n else None,
         "label_agreement": sum(x == y for x, y in zip(la, lb, strict=True)) / n if n else None,
-        "label_kappa": _kappa(la, lb, labels=labels) if n else None,
+        "label_kappa": kappa(la, lb, labels=labels) if n else None,
         "confusion": {
             "rows": "A",
             "columns": "B",

@@ -1,6 +1,6 @@
 """``userturn.load_run(DIR)``: a run's records as a pandas DataFrame, for notebooks.
 
-One row per user turn, in the ``records.jsonl`` shape (design.md), read from
+One row per user turn, in the ``records.jsonl`` shape, read from
 ``records.parquet`` when it exists (fast, typed), else ``records.jsonl``, else straight
 from the run's store. ``messages`` and ``judgments`` are Python lists again (Parquet
 stores them as JSON text). For each judge in the run three flat columns are added,

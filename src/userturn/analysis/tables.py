@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from userturn.analysis.cells import top_labels
 from userturn.analysis.views import AccuracyRow, Analysis
 from userturn.run.records import CellSummary
 from userturn.types import LABELS
@@ -238,9 +239,7 @@ class _AccCell:
 def accuracy_followup_table(a: Analysis, judge: str | None) -> Table:
     """Tables 3/5: per model × dataset, accuracy and the follow-up rate at the lowest T."""
     acc = {(r.model, r.dataset, r.config): r for r in a.accuracy}
-    base = [
-        c for c in _for_judge(a.cells, judge) if c.perturbation == "none" and c.probe == "generate"
-    ]
+    base = _probe_cells(a, judge)
     lowest: dict[tuple[str, str, str], CellSummary] = {}
     for c in base:
         k = (c.model, c.dataset, c.config)
@@ -303,9 +302,7 @@ def _corrected_note(cells: list[CellSummary]) -> str:
 
 def temperature_table(a: Analysis, judge: str | None) -> Table:
     """Table 4: follow-up rate per model × dataset (rows) and temperature (columns)."""
-    base = [
-        c for c in _for_judge(a.cells, judge) if c.perturbation == "none" and c.probe == "generate"
-    ]
+    base = _probe_cells(a, judge)
     temps = sorted({c.temperature for c in base if c.temperature is not None})
     grid: dict[tuple[str, str, str], dict[float | None, CellSummary]] = {}
     for c in base:
@@ -647,3 +644,115 @@ def all_tables(a: Analysis, judge: str | None) -> list[Table]:
         rollout_table(a, judge),
         challenge_table(a, judge),
     ]
+
+
+# the run table: what `userturn run` prints after a run ------------------------------
+def _ci(cell: CellSummary) -> str:
+    return _pct_ci(cell.rate, cell.ci_low, cell.ci_high)
+
+
+def results_table(cells: list[CellSummary]) -> Table:
+    """The results table: one row per cell; perturbation and judge columns only when
+    the run has more than one of them (likelihood and rollout cells have their own)."""
+    if cells and all(c.probe == "likelihood" for c in cells):
+        return run_likelihood_table(cells)
+    cells = [c for c in cells if c.probe != "likelihood"]
+    if any(c.probe == "rollout" for c in cells):
+        return run_rollout_table(cells)
+    show_pert = any(c.perturbation != "none" for c in cells)
+    show_judge = len({c.judge for c in cells}) > 1
+    show_fixed = bool(cards_used(cells))
+    cols = (
+        ["model", "dataset", "T"]
+        + (["perturbation"] if show_pert else [])
+        + (["judge"] if show_judge else [])
+        + ["n", "accuracy", "genuine rate [95% CI]"]
+        + (["corrected [95% CI]"] if show_fixed else [])
+        + ["unparseable", "top failure labels"]
+    )
+    rows = []
+    for c in cells:
+        acc = "-" if c.accuracy is None else f"{c.accuracy:.1%} ({c.n_answers})"
+        temp = "-" if c.temperature is None else f"{c.temperature:g}"
+        row = [c.model, c.dataset, temp]
+        row += [c.perturbation] if show_pert else []
+        row += [str(c.judge)] if show_judge else []
+        row += [str(c.n), acc, _ci(c)]
+        row += [_corrected(c)] if show_fixed else []
+        row += [str(c.failed)]
+        row += [top_labels(c.labels, exclude=("plausible_followup",))]
+        rows.append(row)
+    title = "genuine follow-up rate (user turns judged genuine)"
+    return Table("results", title, cols, rows, rows)
+
+
+def _corrected(c: CellSummary) -> str:
+    """The judge-corrected rate, or "undefined" (the reason is in summary.json)."""
+    if c.rate_corrected is None:
+        return "undefined" if c.judge_card else "-"
+    mark = "*" if extrapolated(c) else ""
+    return _pct_ci(c.rate_corrected, c.ci_corrected_low, c.ci_corrected_high) + mark
+
+
+def corrected_note(cells: list[CellSummary]) -> str | None:
+    """What the corrected column is, naming the cards it used; None when no cell has one."""
+    cards = cards_used(cells)
+    if not cards:
+        return None
+    strata = strata_used(cells)
+    where = f" for {'; '.join(strata)}" if strata else ""
+    marked = (
+        "; * the card has no reference turns from this model or dataset: error rates"
+        " extrapolated, CI widened"
+        if any(extrapolated(c) for c in cells)
+        else ""
+    )
+    return (
+        "corrected: the genuine rate with the judge's error rates for the run's strata"
+        f" removed (Rogan-Gladen with judge card {', '.join(cards)}{where}; strata"
+        " partially pooled; CI over items, the strata's reference turns and the spread"
+        f" between strata){marked}; `userturn judge card --judge JUDGE` prints the card"
+    )
+
+
+def run_likelihood_table(cells: list[CellSummary]) -> Table:
+    cols = ["model", "dataset", "perturbation", "contexts", "real turn preferred", "margin"]
+    rows = [
+        [c.model, c.dataset, c.perturbation, str(c.n), _preferred(c), _margin(c)] for c in cells
+    ]
+    title = "likelihood probe: real next turn preferred over every degenerate candidate " + (
+        "[95% CI]; margin in nats/token [95% CI]"
+    )
+    return Table("results", title, cols, rows, rows)
+
+
+def run_rollout_table(cells: list[CellSummary]) -> Table:
+    cols = ["model", "dataset", "T", "turn", "n", "genuine [95% CI]", "survival [95% CI]"]
+    rows = [
+        [c.model, c.dataset, f"{c.temperature:g}", str(c.turn), str(c.n), _ci(c), _survival(c)]
+        for c in cells
+        if c.probe == "rollout"
+    ]
+    return Table("results", "rollouts: genuine rate and survival per turn", cols, rows, rows)
+
+
+def _pct_ci(x: float | None, lo: float | None, hi: float | None) -> str:
+    if x is None or lo is None or hi is None:
+        return "-"
+    return f"{x:.1%} [{lo:.1%}, {hi:.1%}]"
+
+
+def _preferred(c: CellSummary) -> str:
+    return _pct_ci(c.preference_accuracy, c.preference_ci_low, c.preference_ci_high)
+
+
+def _survival(c: CellSummary) -> str:
+    """Survival with its null floor: what the judge reports if no turn is genuine."""
+    text = _pct_ci(c.survival, c.survival_ci_low, c.survival_ci_high)
+    return text if c.survival_null is None else f"{text} null {c.survival_null:.1%}"
+
+
+def _margin(c: CellSummary) -> str:
+    if c.margin is None or c.margin_ci_low is None or c.margin_ci_high is None:
+        return "-"
+    return f"{c.margin:+.2f} [{c.margin_ci_low:+.2f}, {c.margin_ci_high:+.2f}]"

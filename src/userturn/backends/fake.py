@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from userturn.backends.base import Backend, Capabilities
+from userturn.backends.base import Backend, Capabilities, ModelOptions
 from userturn.errors import UserError, read_text
 from userturn.spec import Spec
 from userturn.types import (
@@ -45,14 +46,23 @@ REQUESTS: dict[str, list[GenRequest]] = {}
 """Every request each fake model received, by model name (tests read it)."""
 
 
+@dataclass(frozen=True)
+class FakeOptions(ModelOptions):
+    script: str | None = None
+    """A JSON file of scripted replies; None: the defaults."""
+
+
 class FakeBackend(Backend):
+    plugin = "fake"
+    Options = FakeOptions
+    options: FakeOptions
     capabilities = Capabilities(raw_completion=True, n_samples=True, seeds=True)
     batch_items = 4
 
     def __init__(self, spec: Spec) -> None:
         super().__init__(spec)
         self.name = spec.target or "fake"
-        self.script = _load_script(spec.option("script"))
+        self.script = _load_script(self.options.script)
         REQUESTS.setdefault(self.name, [])
 
     @property

@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from userturn import assets
 from userturn.backends import llamacpp_batch as lb
-from userturn.backends.base import Backend, Capabilities
+from userturn.backends.base import Backend, Capabilities, ModelOptions
 from userturn.backends.likelihood import continuation_ids
 from userturn.backends.llamacpp_score import score_prompt
 from userturn.errors import UserError, missing_extra
@@ -61,7 +61,19 @@ def _import_llama() -> Any:
     return llama_cpp
 
 
+@dataclass(frozen=True)
+class LlamaCppOptions(ModelOptions):
+    n_ctx: int = 4096
+    n_threads: int | None = None
+    """None: one per CPU."""
+    batch_samples: bool = False
+    n_seq: int = 4
+
+
 class LlamaCppBackend(Backend):
+    plugin = "llamacpp"
+    Options = LlamaCppOptions
+    options: LlamaCppOptions
     capabilities = Capabilities(
         raw_completion=True,
         n_samples=True,
@@ -83,12 +95,10 @@ class LlamaCppBackend(Backend):
                 raise UserError("GGUF file not found", file=spec.target, field="model")
             self._model_id = self.path.stem
             self._revision = ""
-        self.n_ctx = int(spec.option("n_ctx", "4096") or 4096)
-        self.n_threads = int(spec.option("n_threads") or os.cpu_count() or 1)
-        self.batch_samples = _on_off(spec.option("batch_samples") or "off", "batch_samples")
-        self.n_seq = int(spec.option("n_seq") or 4)
-        if not 1 <= self.n_seq <= lb.MAX_STREAMS:
-            raise UserError(f"n_seq must be within 1..{lb.MAX_STREAMS}", field="n_seq")
+        self.n_ctx = self.options.n_ctx
+        self.n_threads = self.options.n_threads or os.cpu_count() or 1
+        self.batch_samples = self.options.batch_samples
+        self.n_seq = self.options.n_seq
         if not self.batch_samples:
             self.capabilities = replace(self.capabilities, batched_samples=False)
         self.stats = {"prompt_tokens": 0, "prompt_tokens_reused": 0, "calls": 0}
@@ -301,9 +311,3 @@ class LlamaCppBackend(Backend):
         if "llm" in self.__dict__:
             self.llm.close()
             del self.__dict__["llm"]
-
-
-def _on_off(raw: str, name: str) -> bool:
-    if raw not in ("on", "off"):
-        raise UserError(f"{name} must be 'on' or 'off', got {raw!r}", field=name)
-    return raw == "on"

@@ -37,6 +37,7 @@ from userturn.backends.likelihood import continuation_ids
 from userturn.backends.vllm_requests import (
     Call,
     ScoreCall,
+    VLLMOptions,
     collect,
     collect_scores,
     engine_args,
@@ -45,7 +46,7 @@ from userturn.backends.vllm_requests import (
     sampling_args,
     score_args,
 )
-from userturn.errors import UserError, missing_extra
+from userturn.errors import missing_extra
 from userturn.spec import Spec
 from userturn.types import GenRequest, GenResult, ScoreRequest, ScoreResult
 
@@ -53,6 +54,7 @@ __all__ = [
     "Call",
     "ScoreCall",
     "VLLMBackend",
+    "VLLMOptions",
     "collect",
     "collect_scores",
     "engine_args",
@@ -64,6 +66,9 @@ __all__ = [
 
 
 class VLLMBackend(Backend):
+    plugin = "vllm"
+    Options = VLLMOptions
+    options: VLLMOptions
     capabilities = Capabilities(
         raw_completion=True, n_samples=True, seeds=True, prefix_cache=True, loglikelihood=True
     )
@@ -73,14 +78,12 @@ class VLLMBackend(Backend):
         super().__init__(spec)
         if not vllm_installed():
             raise missing_extra("vllm", "vllm")
-        self.mode = spec.option("sampling") or "seed"
-        if self.mode not in ("seed", "n"):
-            raise UserError("sampling must be 'seed' or 'n'", field="sampling")
-        self.adapter = spec.option("adapter") or None
+        self.mode = self.options.sampling
+        self.adapter = self.options.adapter
         name = Path(spec.target).name if Path(spec.target).exists() else spec.target
         self._model_id = f"vllm:{name}" + (f"+{Path(self.adapter).name}" if self.adapter else "")
         # Fail at config time on bad options, before any GPU work.
-        self.args = engine_args(spec, spec.target, local_gpus=_local_gpus())
+        self.args = engine_args(self.options, spec.target, local_gpus=_local_gpus())
 
     @property
     def model_id(self) -> str:
@@ -88,13 +91,11 @@ class VLLMBackend(Backend):
 
     @cached_property
     def revision(self) -> str:
-        return self.spec.option("revision") or hfmodel.model_revision(
-            self.spec.target, self.adapter
-        )
+        return self.options.revision or hfmodel.model_revision(self.spec.target, self.adapter)
 
     @cached_property
     def tokenizer(self) -> Any:
-        return hfmodel.load_tokenizer(self.spec.option("tokenizer") or self.spec.target)
+        return hfmodel.load_tokenizer(self.options.tokenizer or self.spec.target)
 
     @cached_property
     def llm(self) -> Any:

@@ -23,6 +23,7 @@ import typer
 from userturn.cli.helpfmt import tidy
 from userturn.cli.io import Interrupted
 from userturn.errors import UserError
+from userturn.redact import redact
 
 app = typer.Typer(
     add_completion=False,
@@ -74,7 +75,7 @@ def _classes(name: str) -> tuple[type[BaseException], ...]:
 
 
 def _error(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
+    print(f"error: {redact(message)}", file=sys.stderr)
     return 2
 
 
@@ -93,6 +94,9 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
     @stream.setter
     def stream(self, value: Any) -> None:
         pass
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
 
     def filter(self, record: logging.LogRecord) -> bool:
         key = (record.name, record.levelno, record.getMessage())
@@ -157,7 +161,7 @@ def _invoke(args: list[str], interrupted: list[bool]) -> int:
     except UserError as exc:
         return _error(str(exc))
     except Interrupted as exc:
-        print(exc, file=sys.stderr)
+        print(redact(str(exc)), file=sys.stderr)
         interrupted[0] = False  # said already, with what was kept
         return 130
     except _classes("NoArgsIsHelpError") as exc:

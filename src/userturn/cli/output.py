@@ -44,10 +44,6 @@ def console() -> Console:
     return Console(file=sys.stdout, highlight=False, soft_wrap=False)
 
 
-def err_console() -> Console:
-    return Console(file=sys.stderr, highlight=False)
-
-
 def emit(
     table: Table, fmt: Format = "table", *, detail: Sequence[str] = (), key: Sequence[str] = ()
 ) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
 from userturn.errors import UserError
+from userturn.redact import redact
 
 INTERVAL_ENV = "USERTURN_PROGRESS_SECONDS"
 DEFAULT_INTERVAL = 15.0
@@ -110,7 +111,7 @@ class LogProgress:
         now = self.clock()
         self.started = now if self.started is None else self.started
         with self._lock:
-            self.stream.write(f"progress {duration(now - self.started)}: {text}\n")
+            self.stream.write(f"progress {duration(now - self.started)}: {redact(text)}\n")
             self.stream.flush()
 
     def start(self) -> None:
@@ -136,7 +137,7 @@ class RichProgress:
         self.tasks: dict[str, Any] = {}
 
     def stage(self, name: str, total: int) -> None:
-        self.tasks[name] = self.progress.add_task(name, total=total)
+        self.tasks[name] = self.progress.add_task(redact(name), total=total)
 
     def advance(self, name: str, n: int = 1) -> None:
         self.progress.advance(self.tasks[name], n)

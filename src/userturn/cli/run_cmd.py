@@ -9,8 +9,7 @@ from typing import Any
 
 import typer
 
-from userturn.analysis.cells import top_labels
-from userturn.analysis.tables import Table, cards_used, extrapolated, strata_used
+from userturn.analysis import tables
 from userturn.cli import options, output, plan
 from userturn.cli.io import Interrupted
 from userturn.cli.progress import progress_for
@@ -18,7 +17,6 @@ from userturn.config import RunConfig, build_config, load_config
 from userturn.errors import UserError
 from userturn.run import driver
 from userturn.run.judge_stage import JudgeTally
-from userturn.run.records import CellSummary
 from userturn.run.rollout import run_rollouts
 
 
@@ -27,6 +25,15 @@ def build_run_config(config: Path | None, flags: dict[str, Any]) -> RunConfig:
     if config is not None:
         return load_config(config, overrides)
     return build_config(overrides)
+
+
+RENAMES = {"model": "models", "dataset": "datasets", "perturb": "perturbations", "judge": "judges"}
+"""``run``'s options whose flag is singular (each is repeatable) and field plural."""
+PARSERS = {
+    "items": lambda text: options.ids(text, "--items"),
+    "temperatures": lambda text: options.floats(text, "--temperatures"),
+    "chat_template_kwargs": lambda text: options.json_object(text, "--chat-template-kwargs"),
+}
 
 
 def run(
@@ -92,49 +99,13 @@ def run(
     fmt: str = typer.Option("table", "--format", help=output.FORMAT_HELP),
 ) -> int:
     """Generate answers and user turns, judge them, and print the results table."""
-    flags: dict[str, Any] = {
-        "models": model,
-        "datasets": dataset,
-        "limit": limit,
-        "sample": sample,
-        "items": options.ids(items, "--items") if items is not None else None,
-        "temperatures": (
-            options.floats(temperatures, "--temperatures") if temperatures is not None else None
-        ),
-        "samples": samples,
-        "perturbations": perturb,
-        "judges": judge,
-        "seed": seed,
-        "executor": executor,
-        "address": address,
-        "workers": workers,
-        "chat_template": chat_template,
-        "bos_token": bos_token,
-        "eos_token": eos_token,
-        "base_url": base_url,
-        "judge_base_url": judge_base_url,
-        "max_answer_tokens": max_answer_tokens,
-        "max_user_tokens": max_user_tokens,
-        "answer_temperature": answer_temperature,
-        "top_p": top_p,
-        "top_k": top_k,
-        "system_prompt": system_prompt,
-        "history_reasoning": history_reasoning,
-        "system_placement": system_placement,
-        "chat_template_kwargs": (
-            options.json_object(chat_template_kwargs, "--chat-template-kwargs")
-            if chat_template_kwargs is not None
-            else None
-        ),
-        "judge_reference": judge_reference,
-        "skip_bad_rows": skip_bad_rows,
-        "keep_configs": keep_configs,
-        "probe": probe,
-        "turns": turns,
-        "stop_on": stop_on,
-        "best_of": best_of,
-        "select_judge": select_judge,
-    }
+    flags = options.by_name(  # the options by name: each is a RunConfig field
+        locals(),
+        RunConfig.model_fields,
+        renames=RENAMES,
+        parsers=PARSERS,
+        cli_only=("config", "out", "dry_run", "fmt"),
+    )
     form = output.check_format(fmt)
     cfg = build_run_config(config, flags)
     plan.check(cfg)
@@ -153,124 +124,15 @@ def run(
     return judge_failures(result.judging, result.out)
 
 
-def _ci(cell: CellSummary) -> str:
-    return _pct_ci(cell.rate, cell.ci_low, cell.ci_high)
-
-
-def results_table(cells: list[CellSummary]) -> Table:
-    """The results table: one row per cell; perturbation and judge columns only when
-    the run has more than one of them (likelihood and rollout cells have their own)."""
-    if cells and all(c.probe == "likelihood" for c in cells):
-        return likelihood_table(cells)
-    cells = [c for c in cells if c.probe != "likelihood"]
-    if any(c.probe == "rollout" for c in cells):
-        return rollout_table(cells)
-    show_pert = any(c.perturbation != "none" for c in cells)
-    show_judge = len({c.judge for c in cells}) > 1
-    show_fixed = bool(cards_used(cells))
-    cols = (
-        ["model", "dataset", "T"]
-        + (["perturbation"] if show_pert else [])
-        + (["judge"] if show_judge else [])
-        + ["n", "accuracy", "genuine rate [95% CI]"]
-        + (["corrected [95% CI]"] if show_fixed else [])
-        + ["unparseable", "top failure labels"]
-    )
-    rows = []
-    for c in cells:
-        acc = "-" if c.accuracy is None else f"{c.accuracy:.1%} ({c.n_answers})"
-        temp = "-" if c.temperature is None else f"{c.temperature:g}"
-        row = [c.model, c.dataset, temp]
-        row += [c.perturbation] if show_pert else []
-        row += [str(c.judge)] if show_judge else []
-        row += [str(c.n), acc, _ci(c)]
-        row += [_corrected(c)] if show_fixed else []
-        row += [str(c.failed)]
-        row += [top_labels(c.labels, exclude=("plausible_followup",))]
-        rows.append(row)
-    title = "genuine follow-up rate (user turns judged genuine)"
-    return Table("results", title, cols, rows, rows)
-
-
-def _corrected(c: CellSummary) -> str:
-    """The judge-corrected rate, or "undefined" (the reason is in summary.json)."""
-    if c.rate_corrected is None:
-        return "undefined" if c.judge_card else "-"
-    mark = "*" if extrapolated(c) else ""
-    return _pct_ci(c.rate_corrected, c.ci_corrected_low, c.ci_corrected_high) + mark
-
-
-def corrected_note(cells: list[CellSummary]) -> str | None:
-    """What the corrected column is, naming the cards it used; None when no cell has one."""
-    cards = cards_used(cells)
-    if not cards:
-        return None
-    strata = strata_used(cells)
-    where = f" for {'; '.join(strata)}" if strata else ""
-    marked = (
-        "; * the card has no reference turns from this model or dataset: error rates"
-        " extrapolated, CI widened"
-        if any(extrapolated(c) for c in cells)
-        else ""
-    )
-    return (
-        "corrected: the genuine rate with the judge's error rates for the run's strata"
-        f" removed (Rogan-Gladen with judge card {', '.join(cards)}{where}; strata"
-        " partially pooled; CI over items, the strata's reference turns and the spread"
-        f" between strata){marked}; `userturn judge card --judge JUDGE` prints the card"
-    )
-
-
-def likelihood_table(cells: list[CellSummary]) -> Table:
-    cols = ["model", "dataset", "perturbation", "contexts", "real turn preferred", "margin"]
-    rows = [
-        [c.model, c.dataset, c.perturbation, str(c.n), _preferred(c), _margin(c)] for c in cells
-    ]
-    title = "likelihood probe: real next turn preferred over every degenerate candidate " + (
-        "[95% CI]; margin in nats/token [95% CI]"
-    )
-    return Table("results", title, cols, rows, rows)
-
-
-def rollout_table(cells: list[CellSummary]) -> Table:
-    cols = ["model", "dataset", "T", "turn", "n", "genuine [95% CI]", "survival [95% CI]"]
-    rows = [
-        [c.model, c.dataset, f"{c.temperature:g}", str(c.turn), str(c.n), _ci(c), _survival(c)]
-        for c in cells
-        if c.probe == "rollout"
-    ]
-    return Table("results", "rollouts: genuine rate and survival per turn", cols, rows, rows)
-
-
-def _pct_ci(x: float | None, lo: float | None, hi: float | None) -> str:
-    if x is None or lo is None or hi is None:
-        return "-"
-    return f"{x:.1%} [{lo:.1%}, {hi:.1%}]"
-
-
-def _preferred(c: CellSummary) -> str:
-    return _pct_ci(c.preference_accuracy, c.preference_ci_low, c.preference_ci_high)
-
-
-def _survival(c: CellSummary) -> str:
-    """Survival with its null floor: what the judge reports if no turn is genuine."""
-    text = _pct_ci(c.survival, c.survival_ci_low, c.survival_ci_high)
-    return text if c.survival_null is None else f"{text} null {c.survival_null:.1%}"
-
-
-def _margin(c: CellSummary) -> str:
-    if c.margin is None or c.margin_ci_low is None or c.margin_ci_high is None:
-        return "-"
-    return f"{c.margin:+.2f} [{c.margin_ci_low:+.2f}, {c.margin_ci_high:+.2f}]"
-
-
 def print_results(result: driver.RunResult, fmt: output.Format = "table") -> None:
     if fmt == "json":
         print(json.dumps({"cells": [c.to_json() for c in result.cells]}, indent=2))
     else:
         key = ("model", "dataset", "T", "perturbation", "judge")
-        output.emit(results_table(result.cells), fmt, detail=("top failure labels",), key=key)
-        note = corrected_note([c for c in result.cells if c.probe == "generate"])
+        output.emit(
+            tables.results_table(result.cells), fmt, detail=("top failure labels",), key=key
+        )
+        note = tables.corrected_note([c for c in result.cells if c.probe == "generate"])
         if note:
             output.note(note, fmt)
     for job in result.jobs:
@@ -327,7 +189,7 @@ def list_cmd(
         for name, plugin in plugins.items():
             rows.append([kind, name, plugin.help, ", ".join(sorted(plugin.options))])
     cols = ["kind", "name", "what", "options (?key=value)"]
-    output.emit(Table("list", "", cols, rows, rows), form, detail=(cols[-1],))
+    output.emit(tables.Table("list", "", cols, rows, rows), form, detail=(cols[-1],))
     return 0
 
 

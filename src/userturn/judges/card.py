@@ -33,6 +33,7 @@ from typing import Any
 
 from userturn.errors import UserError, read_text
 from userturn.judges.base import Judge
+from userturn.stats import wilson
 from userturn.types import LABELS, JudgeInput, Judgment
 
 STRATA = ("model", "dataset")
@@ -41,7 +42,6 @@ the models that wrote the turns and the datasets they answered, and a pooled car
 that from the one user it matters to."""
 REFERENCE_KEYS = ("id", "messages", "user_turn", "genuine_followup", "label")
 CI_METHOD = "wilson"
-CI_ALPHA = 0.05
 IN_SAMPLE = "the judge as given, on the reference files"
 
 
@@ -100,13 +100,10 @@ def read_reference(path: Path) -> list[RefRow]:
 
 def interval(count: int, n: int) -> dict[str, float | None]:
     """A proportion with its Wilson CI (None where there is nothing to estimate)."""
-    if n == 0:
+    low, high = wilson(count, n)
+    if low is None or high is None:
         return {"value": None, "ci_low": None, "ci_high": None}
-    from statsmodels.stats.proportion import proportion_confint  # 2 s to import: on use
-
-    low, high = proportion_confint(count, n, alpha=CI_ALPHA, method=CI_METHOD)
-    return {"value": round(count / n, 4), "ci_low": round(float(low), 4),
-            "ci_high": round(float(high), 4)}  # fmt: skip
+    return {"value": round(count / n, 4), "ci_low": round(low, 4), "ci_high": round(high, 4)}
 
 
 def confusion(rows: Sequence[RefRow], verdicts: Sequence[Judgment]) -> dict[str, Any]:

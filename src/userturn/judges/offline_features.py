@@ -110,7 +110,6 @@ FEATURES: tuple[Feature, ...] = (
     Feature("continues_cut", "continues an answer cut off mid-sentence", "flag"),
 )
 NAMES: tuple[str, ...] = tuple(f.name for f in FEATURES)
-BY_NAME: dict[str, Feature] = {f.name: f for f in FEATURES}
 
 
 @dataclass(frozen=True)

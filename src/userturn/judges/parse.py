@@ -50,7 +50,6 @@ counts lines up to its position), so a reply of many openers would take quadrati
 A verdict object comes within the first few."""
 _TRUE = {"true", "yes", "1"}
 _FALSE = {"false", "no", "0"}
-DEGENERATE = frozenset(LABELS) - {"plausible_followup", "other"}
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ import userturn
 from userturn.analysis.tables import Table, all_tables
 from userturn.analysis.views import Analysis, analyze
 from userturn.errors import UserError, read_text
+from userturn.redact import redact
 from userturn.report.headline import headlines
 from userturn.run.outputs import iter_records, write_json
 from userturn.run.store import open_run
@@ -218,9 +219,8 @@ def build_report(
     figs = plotting.write_plots(a, judge, folder / "plots")
     write_json(folder / "analysis.json", {"judge": judge, **a.to_json()})
     html = folder / "report.html"
-    html.write_text(
-        _render(_context(run_dir, a, judge, tables, figs, records, total)), encoding="utf-8"
-    )
+    page = _render(_context(run_dir, a, judge, tables, figs, records, total))
+    html.write_text(redact(page), encoding="utf-8")  # shareable: no credentials in URLs
     log.info("wrote %s", html)
     return Report(
         folder,

@@ -32,11 +32,6 @@ OPENING_WORDS = 40
 CandidateKind = Literal[
     "real", "previous_turn_restate", "assistant_turn_restate", "new_task_prompt"
 ]
-DEGENERATE: tuple[CandidateKind, ...] = (
-    "previous_turn_restate",
-    "assistant_turn_restate",
-    "new_task_prompt",
-)
 _SENTENCE = re.compile(r"(.+?[.!?])(\s|$)", re.S)
 
 

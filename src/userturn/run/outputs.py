@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from userturn.analysis.cells import summary_cells
+from userturn.redact import redact_data
 from userturn.run.records import CellSummary, Transcript, likelihood_line, record_line
 from userturn.run.store import Store
 
@@ -183,5 +184,6 @@ def manifest(
 
 def write_manifest(out: Path, data: dict[str, Any]) -> None:
     tmp = out / "manifest.yaml.tmp"
-    tmp.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    text = yaml.safe_dump(redact_data(data), sort_keys=False, allow_unicode=True)
+    tmp.write_text(text, encoding="utf-8")
     tmp.replace(out / "manifest.yaml")

@@ -3,8 +3,8 @@
 Stages pass these frozen dataclasses, never loose dicts, so a reader finds every field
 of an answer or a user turn here, with its meaning. The store keeps each record as its
 indexed columns plus a JSON ``data`` column (``to_row``/``from_row``); ``records.jsonl``
-lines are built by :func:`record_line` from the same objects, so design.md's output
-contract is this code.
+lines are built by :func:`record_line` from the same objects, so the output contract
+(the keys of a line) is this code.
 
 Keys: every record's key is a content hash (:func:`content_key`) of what produced it,
 including the run's config fingerprint and the dataset, so two experiments or two
@@ -162,13 +162,6 @@ class UserTurnRecord:
         return cls(**columns, **kept)
 
 
-RECORD_VERSION = 3
-"""records.jsonl lines gained ``config``, ``probe`` and ``turn`` in version 2, and in
-version 3 every stored field the lines lacked (token counts, the answer's prompt and
-template SHAs and scorer detail, ``perturbation_version``, ``context_model``, judge
-usage, and the answer on likelihood lines), so ``userturn recover`` loses nothing.
-Readers take a key missing from an older line as the field's default."""
-
 ANSWER_LINE_KEYS: dict[str, str] = {
     "model": "answer_model",
     "text": "answer",
@@ -201,7 +194,7 @@ def answer_fields(answer: AnswerRecord | None) -> dict[str, Any]:
 def record_line(
     turn: UserTurnRecord, answer: AnswerRecord | None, judgments: list[Judgment]
 ) -> dict[str, Any]:
-    """One records.jsonl line (design.md's table, plus every other stored field, so the
+    """One records.jsonl line (the documented keys, plus every other stored field, so the
     store can be rebuilt from the lines), in a stable key order."""
     return {
         "id": turn.key,
