@@ -18,6 +18,7 @@ $(VENV)/.stamp-run: pyproject.toml | $(VENV)/bin/python
 	$(PIP) install -e '.[llamacpp]'
 	$(UT) data pull gsm8k
 	$(UT) data pull smollm2-135m
+	$(PY) -m userturn.judges.offline_embed
 	touch $@
 
 # Everything the tests exercise. CPU torch first: `torch==2.13.0` is a local file here,

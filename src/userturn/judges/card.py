@@ -14,8 +14,10 @@ Schema (others read it; keep the keys): ``card_id`` (``judge@version``), ``judge
 ``ci_high``), ``labels`` (the 8, in order), ``label_confusion`` (rows reference, columns
 judge), ``control_set`` (``n``, ``sigma_accuracy``, ``label_accuracy``) or null,
 ``created`` (YYYY-MM-DD); plus ``excluded`` (verdicts not ok, left out of every count),
-``ci_method`` and ``strata`` (per ``model`` and per ``dataset`` of the reference rows:
-``sigma``, ``sensitivity``, ``specificity``, ``reference_rate``, ``judged_rate``).
+``ci_method`` and ``strata`` (per ``model``, ``dataset``, ``style`` and reference ``file``
+of the rows: ``sigma``, ``sensitivity``, ``specificity``, ``reference_rate``,
+``judged_rate``). ``style`` is ``protocol.style``: model output, a real person's turn, or
+a turn written in a model's or a person's manner.
 Corrected rates use the pooled counts; the strata show where they fit less well.
 """
 
@@ -32,14 +34,16 @@ from pathlib import Path
 from typing import Any
 
 from userturn.errors import UserError, read_text
+from userturn.judges import protocol
 from userturn.judges.base import Judge
 from userturn.stats import wilson
 from userturn.types import LABELS, JudgeInput, Judgment
 
-STRATA = ("model", "dataset")
+STRATA = ("model", "dataset", "style", "file")
 """Reference-row fields a card breaks σ down by: a judge's error rates differ between
-the models that wrote the turns and the datasets they answered, and a pooled card hides
-that from the one user it matters to."""
+the models that wrote the turns, the datasets they answered and the manner of the turn
+(a fluent model's, a person's), and a pooled card hides that from the one user it
+matters to. ``style`` and ``file`` are derived (``protocol.style``, the file's name)."""
 REFERENCE_KEYS = ("id", "messages", "user_turn", "genuine_followup", "label")
 CI_METHOD = "wilson"
 IN_SAMPLE = "the judge as given, on the reference files"
@@ -53,7 +57,8 @@ class RefRow:
     genuine: bool
     label: str
     groups: tuple[tuple[str, str], ...] = ()
-    """The row's ``model`` and ``dataset``, where the file gives them (for ``strata``)."""
+    """The row's ``model``, ``dataset`` (where the file gives them), ``style`` and
+    ``file`` (for ``strata``)."""
 
 
 def reference_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
@@ -90,12 +95,18 @@ def read_reference(path: Path) -> list[RefRow]:
                     JudgeInput(str(r["id"]), tuple(r["messages"]), str(r["user_turn"])),
                     bool(r["genuine_followup"]),
                     str(r["label"]),
-                    tuple((k, str(r[k])) for k in STRATA if r.get(k) is not None),
+                    _groups(r, path),
                 )
             )
         except (TypeError, ValueError) as exc:
             raise UserError(f"not a reference row ({exc})", file=str(path), line=n) from exc
     return rows
+
+
+def _groups(row: dict[str, Any], path: Path) -> tuple[tuple[str, str], ...]:
+    given = {k: str(row[k]) for k in ("model", "dataset") if row.get(k) is not None}
+    derived = {"style": protocol.style(row), "file": path.name}
+    return tuple((k, v) for k, v in (given | derived).items())
 
 
 def interval(count: int, n: int) -> dict[str, float | None]:

@@ -119,11 +119,16 @@ class Measured:
     rules: TextFeatures
     values: dict[str, float]
     challenges_answer: bool
+    features: tuple[Feature, ...] = ()
+    """The features ``vector`` lays out, in order (empty: ``FEATURES``)."""
 
     def vector(self) -> np.ndarray:
-        """Values in ``FEATURES`` order, counts log-transformed (what the model reads)."""
+        """Values in feature order, counts log-transformed (what the model reads)."""
         return np.array(
-            [math.log1p(self.values[f.name]) if f.log else self.values[f.name] for f in FEATURES]
+            [
+                math.log1p(self.values[f.name]) if f.log else self.values[f.name]
+                for f in (self.features or FEATURES)
+            ]
         )
 
 
