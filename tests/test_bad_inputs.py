@@ -351,7 +351,7 @@ CASES = [
         )
     ),
     case("n_ctx over training", [*RUN, "--model", "smollm2-135m?n_ctx=99999999"], "training"),
-    case("dry-run n_ctx over training", "run --dry-run --model smollm2-135m?n_ctx=99999999", "8192"),
+    case("dry-run n_ctx huge", "run --dry-run --model smollm2-135m?n_ctx=99999999", "8192"),
     # --out of run
     case("out is a file", [*RUN, "--out", "{d}/afile"], "file"),
     case("out under a file", [*RUN, "--out", "{d}/afile/sub"], "afile"),
