@@ -78,6 +78,16 @@ def make_files(d: Path) -> None:
         "blank.jsonl": "\n\n",
         "id_dict.jsonl": _jsonl({**GOOD_ROW, "id": {"x": 1}}),
         "dup_ids.jsonl": _jsonl(GOOD_ROW, GOOD_ROW),
+        "empty_id.jsonl": _jsonl({**GOOD_ROW, "id": ""}),
+        "blank_id.jsonl": _jsonl({**GOOD_ROW, "id": " \t"}),
+        "padded_id.jsonl": _jsonl({**GOOD_ROW, "id": " a"}),
+        "comma_id.jsonl": _jsonl({**GOOD_ROW, "id": "a,b"}),
+        "ex_dup.jsonl": _jsonl(EXAMPLE, EXAMPLE),
+        "ex_dup_int.jsonl": _jsonl({**EXAMPLE, "id": 1}, {**EXAMPLE, "id": "1"}),
+        "ex_blank_id.jsonl": _jsonl({**EXAMPLE, "id": "  "}),
+        "dup_key.yaml": "models: [fake:x]\nlimit: 2\nlimit: 3\n",
+        "limit_true.yaml": "models: [fake:x]\nlimit: true\n",
+        "samples_false.yaml": "models: [fake:x]\nsamples: false\n",
         "bad_json.jsonl": _jsonl(GOOD_ROW) + "{not json\n",
         "not_object.jsonl": "[1, 2]\n",
         "bad_role.jsonl": _jsonl({"id": "a", "messages": [{"role": "robot", "content": "x"}]}),
@@ -261,6 +271,30 @@ CASES = [
     case("jsonl id object", [*RUN, "--dataset", "jsonl:{d}/id_dict.jsonl"], "field 'id'"),
     case("jsonl duplicate id", [*RUN, "--dataset", "jsonl:{d}/dup_ids.jsonl"], "duplicate"),
     case("jsonl bad JSON", [*RUN, "--dataset", "jsonl:{d}/bad_json.jsonl"], "bad_json.jsonl:2:"),
+    case("jsonl empty id", [*RUN, "--dataset", "jsonl:{d}/empty_id.jsonl"], "blank id"),
+    case("jsonl blank id", [*RUN, "--dataset", "jsonl:{d}/blank_id.jsonl"], "blank id"),
+    case("jsonl padded id", [*RUN, "--dataset", "jsonl:{d}/padded_id.jsonl"], "whitespace"),
+    case("jsonl comma id", [*RUN, "--dataset", "jsonl:{d}/comma_id.jsonl"], "comma"),
+    case(
+        "judge in duplicate id",
+        "judge --in {d}/ex_dup.jsonl --judge rules --out {out}/l.jsonl",
+        "ex_dup.jsonl:2: field 'id': duplicate",
+    ),
+    case(
+        "judge in duplicate id as number",
+        "judge --in {d}/ex_dup_int.jsonl --judge rules --out {out}/l.jsonl",
+        "duplicate",
+    ),
+    case(
+        "judge in blank id",
+        "judge --in {d}/ex_blank_id.jsonl --judge rules --out {out}/l.jsonl",
+        "blank id",
+    ),
+    case("config duplicate key", "run --config {d}/dup_key.yaml", "dup_key.yaml:3: field 'limit'"),
+    case(
+        "config limit true", "run --config {d}/limit_true.yaml", "limit_true.yaml:2: field 'limit'"
+    ),
+    case("config samples false", "run --config {d}/samples_false.yaml", "field 'samples'"),
     case("jsonl not object", [*RUN, "--dataset", "jsonl:{d}/not_object.jsonl"], "JSON object"),
     case("jsonl bad role", [*RUN, "--dataset", "jsonl:{d}/bad_role.jsonl"], "messages[0].role"),
     case("jsonl no messages", [*RUN, "--dataset", "jsonl:{d}/no_messages.jsonl"], "messages"),
@@ -351,7 +385,7 @@ CASES = [
         )
     ),
     case("n_ctx over training", [*RUN, "--model", "smollm2-135m?n_ctx=99999999"], "training"),
-    case("dry-run n_ctx over training", "run --dry-run --model smollm2-135m?n_ctx=99999999", "8192"),
+    case("dry-run n_ctx huge", "run --dry-run --model smollm2-135m?n_ctx=99999999", "8192"),
     # --out of run
     case("out is a file", [*RUN, "--out", "{d}/afile"], "file"),
     case("out under a file", [*RUN, "--out", "{d}/afile/sub"], "afile"),
@@ -524,3 +558,16 @@ def test_read_only_out(
         assert "not writable" in err and "\n" not in err
     finally:
         ro.chmod(0o755)
+
+
+def test_fake_script_with_braces_runs(tmp_path: Path) -> None:
+    """A scripted reply may hold JSON or code: only ``{seed}`` is a placeholder."""
+    script = tmp_path / "script.json"
+    reply = 'Can you show it as {"total": 4}? (seed {seed})'
+    script.write_text(json.dumps({"user": [reply]}), encoding="utf-8")
+    out = tmp_path / "run"
+    argv = [*RUN[:2], f"fake:x?script={script}", *RUN[3:], "--out", str(out)]
+    assert main(argv) == 0
+    rows = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    assert rows and all(r["user_turn"].startswith('Can you show it as {"total": 4}?') for r in rows)
+    assert all(r["user_turn"].endswith(f"(seed {r['seed']})") for r in rows)

@@ -87,6 +87,29 @@ class RunConfig(BaseModel):
             raise ValueError("temperatures must be >= 0")
         return sorted(dict.fromkeys(float(t) for t in v))
 
+    @field_validator(
+        "limit",
+        "sample",
+        "samples",
+        "seed",
+        "turns",
+        "best_of",
+        "max_answer_tokens",
+        "max_user_tokens",
+        "top_k",
+        "workers",
+        "answer_temperature",
+        "top_p",
+        "temperatures",
+        mode="before",
+    )
+    @classmethod
+    def _not_bool(cls, v: Any) -> Any:
+        """``limit: true`` is a typo, not 1: pydantic would read a YAML boolean as a number."""
+        if isinstance(v, bool) or (isinstance(v, list) and any(isinstance(x, bool) for x in v)):
+            raise ValueError(f"expected a number, got {str(v).lower()}")
+        return v
+
     @field_validator("answer_temperature", "top_p", mode="before")
     @classmethod
     def _finite(cls, v: Any) -> Any:
@@ -212,12 +235,38 @@ def _yaml_line(text: str, key: str) -> int | None:
     return None
 
 
+class _DuplicateKey(Exception):
+    def __init__(self, key: str, line: int, first: int) -> None:
+        super().__init__(key)
+        self.key, self.line, self.first = key, line, first
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """The safe loader, refusing a key given twice in one mapping: YAML's own rule, which
+    PyYAML does not enforce (it keeps the last value, silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            line = key_node.start_mark.line + 1
+            if isinstance(key, str | int | float | bool) and key in first:
+                raise _DuplicateKey(str(key), line, first[key])
+            if isinstance(key, str | int | float | bool):
+                first[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_config(path: str | Path, overrides: dict[str, Any]) -> RunConfig:
     """Load a YAML experiment (or a manifest with a ``config:`` block) plus CLI overrides."""
     p = Path(path)
     text = read_text(p, "config file")
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
+    except _DuplicateKey as exc:
+        raise UserError(
+            f"duplicate key (first on line {exc.first})", file=str(p), line=exc.line, field=exc.key
+        ) from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise UserError(

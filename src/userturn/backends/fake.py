@@ -10,7 +10,8 @@ Replies: with ``?script=FILE`` (JSON ``{"assistant": [...], "user": [...]}``), e
 is a text or ``{"match": "substring of the prompt", "text": "..."}``; the first entry
 whose ``match`` occurs in the prompt wins, else a plain text is picked by a hash of
 (prompt, seed), so the same request always gets the same reply. Without a script,
-answers are "The answer is 42." and user turns "Why is it 42? (seed S)". A reply longer
+answers are "The answer is 42." and user turns "Why is it 42? (seed S)". ``{seed}`` in a
+reply becomes the sample's seed; any other braces stay as written. A reply longer
 than ``max_tokens`` words is cut there with finish ``length``.
 """
 
@@ -82,7 +83,8 @@ class FakeBackend(Backend):
         return GenResult(comps, prompt_tokens=tokens * len(comps))
 
     def _reply(self, req: GenRequest, seed: int | None) -> Completion:
-        text = self._text(req.role, req.prompt, seed).format(seed=seed)
+        # only the literal placeholder: a reply may hold JSON or code braces
+        text = self._text(req.role, req.prompt, seed).replace("{seed}", str(seed))
         words = text.split(" ")
         if len(words) > req.params.max_tokens:
             return Completion(" ".join(words[: req.params.max_tokens]), "length", len(words))

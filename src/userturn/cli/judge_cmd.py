@@ -13,7 +13,7 @@ from userturn.analysis.cards import CARDS_DIR
 from userturn.analysis.tables import Table
 from userturn.cli import output
 from userturn.cli.io import atomic_lines, check_output
-from userturn.datasets.base import check_messages, read_jsonl, require
+from userturn.datasets.base import check_messages, read_jsonl, require, require_id
 from userturn.errors import UserError
 from userturn.judges import Judge, load_judge
 from userturn.judges.card import build_card, load_card, write_card
@@ -30,12 +30,15 @@ judge_app = typer.Typer(
 
 def read_examples(path: Path) -> list[JudgeInput]:
     """``{"id", "messages", "user_turn"}`` lines; extra keys are ignored, never shown."""
-    out = []
+    out, seen = [], set()
     for line, obj in read_jsonl(path):
-        ex_id = require(obj, "id", (str, int), path, line)
+        ex_id = require_id(obj, path, line)
+        if ex_id in seen:  # a label file with two rows per id is one agree refuses
+            raise UserError(f"duplicate id {ex_id!r}", file=str(path), line=line, field="id")
+        seen.add(ex_id)
         messages = check_messages(obj.get("messages"), path, line)
         user_turn = require(obj, "user_turn", str, path, line)
-        out.append(JudgeInput(id=str(ex_id), messages=messages, user_turn=user_turn))
+        out.append(JudgeInput(id=ex_id, messages=messages, user_turn=user_turn))
     if not out:
         raise UserError("no examples (the file has no JSON lines)", file=str(path))
     return out

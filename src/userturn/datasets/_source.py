@@ -140,6 +140,8 @@ class RowDataset(Dataset):
         item = self.parse(row)
         if item is not None and item.id in seen:
             raise row.fail(f"duplicate id {item.id!r}", "id")
+        if item is not None and not item.id.strip():  # never selectable with --items
+            raise row.fail("empty or blank id", "id")
         return item
 
     def describe(self) -> dict[str, Any]:

@@ -100,6 +100,27 @@ def require(
     return value
 
 
+def id_problem(item_id: str) -> str | None:
+    """Why ``item_id`` cannot name an item, or None: ``--items`` splits on commas and strips
+    spaces, so an id that is blank, padded or holds a comma could never be selected."""
+    if not item_id.strip():
+        return "empty or blank id"
+    if item_id != item_id.strip():
+        return f"id {item_id!r} starts or ends with whitespace"
+    if "," in item_id:
+        return f"id {item_id!r} contains a comma (--items separates ids with commas)"
+    return None
+
+
+def require_id(obj: dict[str, Any], path: Path, line: int) -> str:
+    """The row's ``id`` (a string or an integer) as text, refused when unselectable."""
+    item_id = str(require(obj, "id", (str, int), path, line))
+    problem = id_problem(item_id)
+    if problem is not None:
+        raise UserError(problem, file=str(path), line=line, field="id")
+    return item_id
+
+
 def check_messages(messages: Any, path: Path, line: int) -> tuple[Message, ...]:
     """Validate a message list: known roles, string content, non-empty, alternation."""
     if not isinstance(messages, list) or not messages:
