@@ -30,6 +30,7 @@ from userturn.datasets import load_dataset
 from userturn.datasets.base import read_jsonl
 from userturn.errors import UserError
 from userturn.run.likelihood import LikelihoodRecord
+from userturn.run.lock import run_lock
 from userturn.run.outputs import write_outputs
 from userturn.run.records import ANSWER_LINE_KEYS, AnswerRecord, UserTurnRecord, content_key
 from userturn.run.store import LEGACY_CONFIG, STORE_NAME, Store, open_run
@@ -48,7 +49,7 @@ class RescoreResult:
 def rescore(run_dir: Path) -> RescoreResult:
     """Score every stored answer again with the current scorers; rewrite the outputs."""
     result = RescoreResult()
-    with open_run(run_dir) as store:
+    with open_run(run_dir, writer="rescore") as store:
         scorers: dict[str, Any] = {}
         for ans in store.answers():
             new = _rescored(ans, scorers, result.skipped)
@@ -136,6 +137,11 @@ def recover(run_dir: Path, force: bool = False) -> RecoverResult:
     records = run_dir / "records.jsonl"
     if not records.is_file():
         raise UserError("no records.jsonl to recover from", file=str(run_dir))
+    with run_lock(run_dir, "recover"):
+        return _recover(run_dir, records, force)
+
+
+def _recover(run_dir: Path, records: Path, force: bool) -> RecoverResult:
     parsed = [parse_line(obj, str(records), line) for line, obj in read_jsonl(records)]
     path = run_dir / STORE_NAME
     if path.exists():
@@ -147,7 +153,7 @@ def recover(run_dir: Path, force: bool = False) -> RecoverResult:
         result = _fill(store, run_dir, parsed)
     result.moved_aside = _move_aside(path) if path.exists() else None
     staging.rename(path)
-    with open_run(run_dir) as store:
+    with open_run(run_dir, writer="recover") as store:
         write_outputs(run_dir, store)
     return result
 
