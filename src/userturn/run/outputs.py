@@ -36,13 +36,17 @@ def transcripts(store: Store) -> Iterator[Transcript]:
 
 def iter_records(store: Store) -> Iterator[dict[str, Any]]:
     """One records.jsonl line per user turn, then one per likelihood-probe context, each
-    with its answer: together every stored field (``userturn recover`` reads them back)."""
+    with its answer and its item's content hash (``item_sha``): together every stored
+    field (``userturn recover`` reads them back)."""
     answers = {a.key: a for a in store.answers()}
     judgments = store.judgments()
+    items = store.all_item_hashes()
     for turn in store.user_turns():
-        yield record_line(turn, answers.get(turn.answer_key), judgments.get(turn.key, []))
+        line = record_line(turn, answers.get(turn.answer_key), judgments.get(turn.key, []))
+        yield {**line, "item_sha": items.get((turn.dataset, turn.item_id))}
     for rec in store.likelihoods():
-        yield likelihood_line(rec, answers.get(rec.answer_key))
+        line = likelihood_line(rec, answers.get(rec.answer_key))
+        yield {**line, "item_sha": items.get((rec.dataset, rec.item_id))}
 
 
 KEPT = "the store is intact and holds every record"

@@ -120,6 +120,8 @@ class RecordLine:
     record: UserTurnRecord | LikelihoodRecord
     answer: AnswerRecord | None = None
     judgments: tuple[Judgment, ...] = ()
+    item_sha: str | None = None
+    """The content hash of the dataset item (absent from lines of older versions)."""
 
 
 T = TypeVar("T")
@@ -178,6 +180,8 @@ def _fill(store: Store, run_dir: Path, parsed: list[RecordLine]) -> RecoverResul
             for v in line.judgments:
                 store.put_judgment(line.record.key, v)
                 result.judgments += 1
+            if line.item_sha is not None:
+                store.put_item_hash(line.record.dataset, line.record.item_id, line.item_sha)
     store.checkpoint()
     result.answers = len(seen)
     return result
@@ -231,12 +235,15 @@ def parse_line(obj: dict[str, Any], file: str, line: int) -> RecordLine:
     """One records.jsonl line as the records it was written from, checked against their
     field types; anything else is one line naming the file, line and field."""
     try:
+        sha = obj.get("item_sha")
+        if sha is not None and not isinstance(sha, str):
+            raise UserError("not a records.jsonl line: not a string", field="item_sha")
         if obj.get("probe") == "likelihood":
             rec = _valid(LikelihoodRecord, _by_field(LikelihoodRecord, obj, _ID), _ID)
-            return RecordLine(rec, _answer(obj, rec))
+            return RecordLine(rec, _answer(obj, rec), item_sha=sha)
         turn = _turn(obj)
         verdicts = tuple(_judgment(j) for j in obj.get("judgments") or [])
-        return RecordLine(turn, _answer(obj, turn), verdicts)
+        return RecordLine(turn, _answer(obj, turn), verdicts, sha)
     except UserError as exc:
         raise UserError(exc.message, file=file, line=line, field=exc.field) from exc
     except (KeyError, TypeError, ValueError) as exc:

@@ -263,15 +263,23 @@ class Store:
         rows = self._rows("SELECT item_id, sha FROM items WHERE dataset=?", (dataset,))
         return {str(i): str(h) for i, h in rows}
 
+    def all_item_hashes(self) -> dict[tuple[str, str], str]:
+        """(dataset, item id) -> content hash, for records.jsonl (recover reads it back)."""
+        rows = self._rows("SELECT dataset, item_id, sha FROM items ORDER BY rowid")
+        return {(str(d), str(i)): str(h) for d, i, h in rows}
+
+    def put_item_hash(self, dataset: str, item_id: str, sha: str) -> None:
+        self._write(
+            "INSERT OR IGNORE INTO items(dataset, item_id, sha) VALUES (?, ?, ?)",
+            (dataset, item_id, sha),
+        )
+
     def put_item_hashes(self, dataset: str, hashes: dict[str, str]) -> None:
         if not hashes:
             return
         with self.transaction():
             for item_id, sha in hashes.items():
-                self._write(
-                    "INSERT OR IGNORE INTO items(dataset, item_id, sha) VALUES (?, ?, ?)",
-                    (dataset, item_id, sha),
-                )
+                self.put_item_hash(dataset, item_id, sha)
 
     # answers --------------------------------------------------------------------------
     def put_answer(self, rec: AnswerRecord) -> None:
