@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
+import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -38,9 +40,10 @@ def _count(db: Path, table: str) -> int:
         return 0
 
 
-def _wait(what: str, ok: object, deadline: float) -> None:
+def _wait(what: str, ok: Callable[[], bool], proc: subprocess.Popen[str], deadline: float) -> None:
     """Poll ``ok()`` until true; the deadline is a hang guard, not a speed check."""
-    while not ok():  # type: ignore[operator]
+    while not ok():
+        assert proc.poll() is None, f"the run ended early: {proc.communicate()}"
         assert time.monotonic() < deadline, f"never saw {what}"
         time.sleep(0.05)
 
@@ -67,15 +70,13 @@ def test_sigkill_mid_batch_resends_no_answered_call(
         args += ["--judge", judge, "--out", str(out)]
         proc = cli(*args, env={"USERTURN_JUDGE_CACHE": str(cache)})
         deadline = time.monotonic() + 240
-        _wait("every call reach the server", lambda: len(srv.hits) >= FAST + HELD, deadline)
+        _wait("every call reach the server", lambda: len(srv.hits) >= FAST + HELD, proc, deadline)
         n = len(srv.answered)  # final now: the others are held open
         assert FAST <= n < FAST + HELD
-        _wait(
-            "the answered calls stored",
-            lambda: _count(out / "store.sqlite", "judgments") == n,
-            deadline,
-        )
-        _wait("the answered calls cached", lambda: _count(cache, "judge_cache") == n, deadline)
+        stored = lambda: _count(out / "store.sqlite", "judgments") == n  # noqa: E731
+        _wait("the answered calls stored", stored, proc, deadline)
+        cached = lambda: _count(cache, "judge_cache") == n  # noqa: E731
+        _wait("the answered calls cached", cached, proc, deadline)
         assert proc.poll() is None, "the run ended before the kill"
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=60)
