@@ -11,19 +11,27 @@ import subprocess
 import sys
 from pathlib import Path
 
+import userturn
+
 JUDGE_REPLY = '{"genuine_followup": true, "label": "plausible_followup", "rationale": "fine"}'
 """One judge verdict. The fake backend formats its script texts (``{seed}``), so the
 script holds it with doubled braces; the race tests count judgments, whatever they say."""
 
 
+SRC = str(Path(userturn.__file__).resolve().parents[1])
+"""Where the userturn under test lives: the subprocesses import the same one, whatever
+the working directory (the tests run in a temporary one) and the installed copy."""
+
+
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     """``python -m userturn ARGS`` with its output captured."""
+    path = os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH", "")) if p)
     return subprocess.Popen(
         [sys.executable, "-m", "userturn", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "USERTURN_JUDGE_CACHE": "off", **(env or {})},
+        env={**os.environ, "PYTHONPATH": path, "USERTURN_JUDGE_CACHE": "off", **(env or {})},
     )
 
 
