@@ -132,6 +132,10 @@ def make_files(d: Path) -> None:
     huge = json.dumps({**GOOD_ROW, "pad": "x" * 9_000_000})
     (d / "huge_line.jsonl").write_text(_jsonl(GOOD_ROW) + huge + "\n", encoding="utf-8")
     (d / "subdir").mkdir()
+    for version in ("v1", "v2"):  # one dataset name, two contents
+        (d / version).mkdir()
+        row = {**GOOD_ROW, "messages": [{"role": "user", "content": f"What is 2+2? ({version})"}]}
+        (d / version / "items.jsonl").write_text(_jsonl(row), encoding="utf-8")
     make_ggufs(d)
 
 
@@ -168,7 +172,15 @@ def damage(src: Path, dst: Path, how: str) -> Path:
         (dst / "manifest.yaml").write_text("a: [\n")
     elif how == "no_store":
         store.unlink()
+    elif how == "bare":  # zeroed, and no records.jsonl to rebuild it from
+        data = bytearray(store.read_bytes())
+        data[:100] = bytes(100)
+        store.write_bytes(bytes(data))
+        (dst / "records.jsonl").unlink()
     return dst
+
+
+DAMAGED = ("zeroed", "garbled", "empty", "manifest", "no_store", "bare")
 
 
 @pytest.fixture(scope="module")
@@ -180,8 +192,10 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     make_files(files)
     run = root / "run"
     assert main([*RUN, "--out", str(run)]) == 0
-    places = {"d": files, "run": run, "out": root / "new_out"}
-    for how in ("zeroed", "garbled", "empty", "manifest", "no_store"):
+    data_run = root / "data_run"
+    assert main([*RUN, "--dataset", f"jsonl:{files}/v1/items.jsonl", "--out", str(data_run)]) == 0
+    places = {"d": files, "run": run, "data_run": data_run, "out": root / "new_out"}
+    for how in DAMAGED:
         places[how] = damage(run, root / how, how)
     return places
 
@@ -479,6 +493,13 @@ CASES = [
     case("compare missing run", "compare {run} {d}/nope", "not found"),
     case("recover not a run", "recover --run {d}", "records.jsonl"),
     case("rescore zeroed store", "rescore --run {zeroed}", "recover"),
+    case("report zeroed store, no records", "report --run {bare}", "no records.jsonl to rebuild"),
+    case("judge zeroed store, no records", "judge --run {bare} --judge rules", "move it aside"),
+    case(
+        "dataset changed under its name",
+        [*RUN, "--dataset", "jsonl:{d}/v2/items.jsonl", "--out", "{data_run}"],
+        "is not the data this run was made with",
+    ),
     # data and annotate
     case("data pull unknown", "data pull nosuch", "unknown dataset"),
     case(
@@ -513,9 +534,10 @@ def _state(env: dict[str, Path]) -> dict[str, object]:
     readable store may rewrite its header on open, a damaged one must stay as it is)."""
     out: dict[str, object] = {
         "run": _counts(env["run"] / "store.sqlite"),
+        "data_run": _counts(env["data_run"] / "store.sqlite"),
         "manifest": _counts(env["manifest"] / "store.sqlite"),
     }
-    for name in ("zeroed", "garbled", "empty", "manifest", "no_store"):
+    for name in DAMAGED:
         for f in sorted(env[name].iterdir()):
             if f.is_file() and not (name == "manifest" and f.name.startswith("store.")):
                 out[f"{name}/{f.name}"] = hashlib.sha256(f.read_bytes()).hexdigest()

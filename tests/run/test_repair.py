@@ -65,6 +65,7 @@ KEYS = {
     "judgments": ("user_turn_key", "judge"),
     "judge_cache": ("key",),
     "likelihoods": ("key",),
+    "items": ("dataset", "item_id"),
 }
 """Every table of the store schema and its primary key: rows are matched on it, then
 every column compared (``data`` decoded, so a difference names its field)."""
@@ -327,10 +328,12 @@ def _as_v2(line: dict[str, Any]) -> dict[str, Any]:
 
 def _without_gaps(tables: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
     """The store a version-2 records.jsonl gives back: the gap fields at their defaults,
-    and no answer that only likelihood contexts followed."""
+    no answer that only likelihood contexts followed, and no item content hashes (the
+    next resume records them again)."""
     lost = _only_likelihood_answers(tables)
     out = copy.deepcopy(tables)
     out["answers"] = [r for r in out["answers"] if r["key"] not in lost]
+    out["items"] = []
     for table, (cls, names) in GAPS.items():
         for row in out[table]:
             row["data"].update({n: _default(cls, n) for n in names})

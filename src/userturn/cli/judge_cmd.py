@@ -12,7 +12,7 @@ import typer
 from userturn.analysis.cards import CARDS_DIR
 from userturn.analysis.tables import Table
 from userturn.cli import output
-from userturn.cli.io import atomic_lines, check_output
+from userturn.cli.io import Interrupted, atomic_lines, check_output
 from userturn.datasets.base import check_messages, read_jsonl, require, require_id
 from userturn.errors import UserError
 from userturn.judges import Judge, load_judge
@@ -92,9 +92,16 @@ def _judge_file(in_path: Path, out_path: Path, judge_obj: Judge) -> int:
 
 
 def _judge_run(run_dir: Path, judge_obj: Judge, retry_failed: bool) -> int:
-    with open_run(run_dir) as store:
+    with open_run(run_dir, writer="judge") as store:
         turns = list(store.user_turns())
-        tally = judge_rows(store, [judge_obj], turns, retry_failed=retry_failed)
+        try:
+            tally = judge_rows(store, [judge_obj], turns, retry_failed=retry_failed)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: every returned verdict is stored
+            write_outputs(run_dir, store)
+            raise Interrupted(
+                f"interrupted: the verdicts returned so far are stored in {run_dir} "
+                "(records.jsonl and summary.json cover them); run the same command to resume"
+            ) from None
         write_outputs(run_dir, store)
         states = store.judgment_states(judge_obj.id).values()
         left = sum(v == judge_obj.version and s != "ok" for v, s in states)
@@ -172,7 +179,7 @@ def card(
         output.note(_card_note(data, path))
     typer.echo(f"wrote {path}", err=True)
     if run_dir is not None:  # the run's corrected rates use the new card from now on
-        with open_run(run_dir) as store:
+        with open_run(run_dir, writer="judge card") as store:
             write_outputs(run_dir, store)
         typer.echo(f"updated {run_dir / 'summary.json'}", err=True)
     return 0

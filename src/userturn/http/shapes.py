@@ -82,9 +82,11 @@ class ShapeDetector(Generic[S]):
             return send(known, lambda _: False)
         with self._lock:
             known = self.shape
-            if known is not None:
-                return send(known, lambda _: False)
-            return self._detect(send)
+            if known is None:
+                return self._detect(send)
+        # sent outside the lock: the calls that waited for the detection go out together,
+        # not one by one behind whichever of them the server is slow to answer
+        return send(known, lambda _: False)
 
     def _detect(self, send: Callable[[S, FinalIf], CallResult]) -> CallResult:
         shape = self.start

@@ -23,6 +23,7 @@ a new judge column; the cache key does include the server and its model fingerpr
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
@@ -140,16 +141,29 @@ class LLMJudge(Judge):
         return self._id
 
     def judge(self, inputs: list[JudgeInput]) -> list[Judgment]:
-        keys = [self._key(inp) if self.cache is not None else "" for inp in inputs]
-        out: list[Judgment | None] = [self._cached(k) for k in keys]
-        todo = [i for i, j in enumerate(out) if j is None]
-        fresh = self.model.map(self._judge_one, [inputs[i] for i in todo])
-        for i, verdict in zip(todo, fresh, strict=True):
+        out: list[Judgment | None] = [None] * len(inputs)
+        for i, verdict in self.judge_each(inputs):
             out[i] = verdict
-            if self.cache is not None and verdict.status == "ok":
-                self.cache.cache_put(keys[i], {**verdict.to_json(), "usage": verdict.usage})
         assert all(j is not None for j in out)
         return [j for j in out if j is not None]
+
+    def judge_each(self, inputs: list[JudgeInput]) -> Iterator[tuple[int, Judgment]]:
+        """Cached verdicts first, then each call's as it returns, its cache row written
+        before it is yielded (here, in the caller's thread: the run's store is a cache
+        too, and its SQLite connection belongs to that thread)."""
+        keys = [self._key(inp) if self.cache is not None else "" for inp in inputs]
+        todo = []
+        for i, key in enumerate(keys):
+            hit = self._cached(key)
+            if hit is None:
+                todo.append(i)
+            else:
+                yield i, hit
+        for j, verdict in self.model.each(self._judge_one, [inputs[i] for i in todo]):
+            i = todo[j]
+            if self.cache is not None and verdict.status == "ok":
+                self.cache.cache_put(keys[i], {**verdict.to_json(), "usage": verdict.usage})
+            yield i, verdict
 
     def _key(self, inp: JudgeInput) -> str:
         messages = judge_messages(inp, self.max_chars)

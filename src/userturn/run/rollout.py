@@ -288,11 +288,11 @@ def run_rollouts(
         for judge in [*judges, *extra]:
             judge.check_reachable()
         jobs = driver.load_jobs(cfg)
-        with driver.run_directory(out) as store:
+        with driver.run_directory(out, "rollout") as store:
             try:
                 return _rollouts(cfg, out, store, jobs, judges, progress, selector)
             except KeyboardInterrupt:
-                raise driver.RunInterrupted(out, store.count_records()) from None
+                raise driver.interrupted(out, store) from None
     finally:
         for judge in [*judges, *extra]:
             judge.close()
@@ -321,6 +321,7 @@ def _rollouts(
     today = cfg.frozen_date or dt.date.today().isoformat()
     date = dt.date.fromisoformat(store.set_meta_default("frozen_date", today))
     config_id = driver.register_config(store, cfg, date.isoformat())
+    driver.register_items(store, jobs)
     steer = selector or (judges[0] if judges else None)
     if steer is not None and cfg.steering_judge() is not None:
         store.set_meta_default(SELECTOR_META + config_id, steer.id)
