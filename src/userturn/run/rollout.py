@@ -39,7 +39,7 @@ from userturn.chat import (
     split_reasoning,
     user_turn_prompt,
 )
-from userturn.config import SELECTOR_META, RunConfig
+from userturn.config import RunConfig
 from userturn.judges import Judge
 from userturn.run import driver
 from userturn.run.judge_stage import JudgeTally, judge_input, judge_rows
@@ -322,8 +322,6 @@ def _rollouts(
     date = dt.date.fromisoformat(store.set_meta_default("frozen_date", today))
     config_id = driver.register_config(store, cfg, date.isoformat())
     steer = selector or (judges[0] if judges else None)
-    if steer is not None and cfg.steering_judge() is not None:
-        store.set_meta_default(SELECTOR_META + config_id, steer.id)
     stats = driver.RunStats()
     turns: list[UserTurnRecord] = []
     described = []
