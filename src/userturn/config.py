@@ -208,11 +208,6 @@ ROLLOUT_ONLY = ("stop_on", "best_of", "select_judge")
 """Experiment fields that only a rollout reads (in its fingerprint, not a one-turn run's)."""
 
 
-SELECTOR_META = "selector:"
-"""Store meta key prefix (+ config id): the id of the judge that steered that config's
-rollouts, so cells know which judge scored turns it had chosen itself."""
-
-
 def _file_sha(path: str | None) -> str | None:
     if path is None:
         return None

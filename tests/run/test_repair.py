@@ -48,7 +48,9 @@ LIKELIHOOD = [
 ROLLOUT = [
     *("rollout", "--model", "fake:x", "--dataset", "gsm8k", "--limit", "2", "--turns", "2"),
     *("--best-of", "2", "--user-temperature", "1.0", "--judge", "rules"),
+    *("--select-judge", "offline"),
 ]
+"""Best-of turns are chosen by one judge (offline) and scored by another (rules)."""
 FAST = "backoff=0.01&timeout=5&max_retries=2&cache=off"
 SCRIPT = {
     "assistant": ["<think>6 * 7 = 42</think> The answer is 42."],

@@ -27,7 +27,7 @@ from userturn.analysis.sampling import (
     item_spread,
     null_spread,
 )
-from userturn.config import SELECTOR_META
+from userturn.judges import normalize_judge_spec
 from userturn.run.likelihood import LikelihoodRecord
 from userturn.run.records import CellSummary
 from userturn.run.store import JudgmentFact, Store, TurnFact
@@ -275,12 +275,12 @@ def summary_cells(store: Store, cells: list[Cell] | None = None) -> list[CellSum
 
 def selectors(store: Store) -> dict[str, str]:
     """config id -> the judge that chose its best-of rollout turns (configs with
-    ``best_of`` > 1 only)."""
+    ``best_of`` > 1 only), from the fingerprint, so a recovered store says the same."""
     out = {}
     for config_id, opts in store.configs().items():
         if int(opts.get("best_of") or 1) > 1:
-            judge = store.get_meta(SELECTOR_META + config_id)
-            out[config_id] = judge or str(opts.get("select_judge") or "the first judge")
+            spec = opts.get("select_judge")
+            out[config_id] = normalize_judge_spec(str(spec)) if spec else "the first judge"
     return out
 
 

@@ -29,7 +29,6 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from scipy.special import betaln, expit, logit
 
 MU_GRID = np.linspace(0.0025, 0.9975, 200)
 LOG_KAPPA_GRID = np.linspace(np.log(0.5), np.log(5000.0), 80)
@@ -54,6 +53,8 @@ class Hyper:
 
 @lru_cache(maxsize=256)
 def _hyper(counts: tuple[tuple[str, int, int], ...]) -> Hyper:
+    from scipy.special import betaln  # scipy costs a second at import: on use
+
     mu_grid, lk_grid = np.meshgrid(MU_GRID, LOG_KAPPA_GRID, indexing="ij")
     mu, kappa = mu_grid.ravel(), np.exp(lk_grid.ravel())
     a, b = mu * kappa, (1 - mu) * kappa
@@ -127,6 +128,8 @@ def error_draws(
 ) -> ErrorDraws | None:
     """Draws of (se, sp) for a run of ``model`` (``family``) on ``dataset``; None when
     the card has no ``dataset`` strata (then only the pooled counts can be used)."""
+    from scipy.special import expit, logit  # scipy costs a second at import: on use
+
     strata = card.get("strata") or {}
     anchor = strata.get(ANCHOR) or {}
     hs = {side: hyper(anchor, side) for side in ("sens", "spec")} if anchor else {}

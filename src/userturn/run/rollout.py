@@ -39,7 +39,7 @@ from userturn.chat import (
     split_reasoning,
     user_turn_prompt,
 )
-from userturn.config import SELECTOR_META, RunConfig
+from userturn.config import RunConfig
 from userturn.judges import Judge
 from userturn.run import driver
 from userturn.run.judge_stage import JudgeTally, judge_input, judge_rows
@@ -323,8 +323,6 @@ def _rollouts(
     config_id = driver.register_config(store, cfg, date.isoformat())
     driver.register_items(store, jobs)
     steer = selector or (judges[0] if judges else None)
-    if steer is not None and cfg.steering_judge() is not None:
-        store.set_meta_default(SELECTOR_META + config_id, steer.id)
     stats = driver.RunStats()
     turns: list[UserTurnRecord] = []
     described = []
