@@ -25,7 +25,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
-from sklearn.model_selection import StratifiedGroupKFold
 
 Split = tuple[np.ndarray, np.ndarray]
 FOLDS = 5
@@ -57,6 +56,10 @@ def folds(
     rows: Sequence[dict[str, Any]], genuine: np.ndarray, k: int = FOLDS, seed: int = SEED
 ) -> list[Split]:
     """Grouped, σ-stratified K-fold: no context in two folds."""
+    # imported here: scikit-learn costs every CLI start about a second, and the CLI reads
+    # cards (which use this module's style strata) without ever making folds
+    from sklearn.model_selection import StratifiedGroupKFold
+
     split = StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
     return list(split.split(np.zeros(len(rows)), genuine, groups(rows)))
 
