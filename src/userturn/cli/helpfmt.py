@@ -86,7 +86,10 @@ def _fill(callback: Callable[..., Any] | None) -> None:
         if info.metavar is None:
             info.metavar = _metavar(info, base)
         if not info.help:
-            flags = [d.split("/")[0] for d in info.param_decls or () if d.startswith("--")]
+            decls = [*(info.param_decls or ())]
+            if isinstance(info.default, str):  # Annotated[..., Option("--flag")]
+                decls.insert(0, info.default)
+            flags = [d.split("/")[0] for d in decls if d.startswith("--")]
             info.help = next((FLAG_HELP[f] for f in flags if f in FLAG_HELP), None)
 
 
