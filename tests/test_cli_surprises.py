@@ -166,11 +166,8 @@ def test_a_short_annotation_packet_plants_no_repeats(
     assert main(["annotate", "export", "--run", str(run), "--out", str(packet), "--n", "6"]) == 0
     said = capsys.readouterr().out
     assert "wrote 6 examples" in said and "and 0 planted duplicates" in said
-    assert "--duplicates" in one_line_error(
-        capsys,
-        ["annotate", "export", "--run", str(run), "--out", str(tmp_path / "p2"), "--n", "3"]
-        + ["--duplicates", "4"],
-    )
+    argv = ["annotate", "export", "--run", str(run), "--out", str(tmp_path / "p2"), "--n", "3"]
+    assert "--duplicates" in one_line_error(capsys, [*argv, "--duplicates", "4"])
 
 
 def test_reference_sets_ship_in_the_package(shared_dir: Path) -> None:
