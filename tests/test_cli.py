@@ -175,7 +175,8 @@ def test_dry_run_of_the_other_probes(capsys: pytest.CaptureFixture[str]) -> None
     assert "contexts to score: 4 (0 stored); no judge calls" in text
     assert "user turns" not in text
     roll = ["rollout", "--model", "fake:x", "--dataset", "gsm8k", "--limit", "2"]
-    assert main([*roll, "--turns", "3", "--best-of", "2", "--dry-run"]) == 0
+    best = ["--best-of", "2", "--judge", "offline", "--judge", "rules"]  # one picks, one scores
+    assert main([*roll, "--turns", "3", *best, "--dry-run"]) == 0
     text = capsys.readouterr().out
     assert "2 conversations" in text and "at most 6 user turns" in text
     assert "12 candidates with best-of 2" in text

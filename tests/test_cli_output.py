@@ -38,7 +38,7 @@ ROLLOUT = [  # a rollout takes one perturbation
 ]
 PROBES = {"generate": GENERATE, "likelihood": LIKELIHOOD, "rollout": ROLLOUT}
 KEY = ("model", "dataset", "T", "perturbation", "judge", "turn")
-DETAIL = ("top failure labels", "unparseable", "corrected [95% CI]", "accuracy", "n")
+DETAIL = ("top failure labels", "unparseable", "accuracy", "corrected [95% CI]", "n")
 
 
 @pytest.fixture(scope="module")

@@ -45,6 +45,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "data list": ("userturn data list --format md",),
     "export": ("userturn export labels --run runs/demo --judge offline --out labels.jsonl",),
     "export labels": ("userturn export labels --run runs/demo --judge offline --out labels.jsonl",),
+    "export inspect": ("userturn export inspect --run runs/demo --out logs/",),
     "export pairs": ("userturn export pairs --run runs/demo --out pairs.jsonl",),
     "export conversations": (
         "userturn export conversations --run runs/demo --out chats.jsonl --only-genuine",

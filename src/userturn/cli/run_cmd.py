@@ -293,7 +293,7 @@ def print_results(result: driver.RunResult, fmt: output.Format = "table") -> Non
         print(json.dumps({"cells": [c.to_json() for c in result.cells]}, indent=2))
     else:
         key = ("model", "dataset", "T", "perturbation", "judge", "turn")
-        detail = ("top failure labels", "unparseable", "corrected [95% CI]", "accuracy", "n")
+        detail = ("top failure labels", "unparseable", "accuracy", "corrected [95% CI]", "n")
         table = results.results_table(result.cells)
         output.emit(table, fmt, detail=detail, key=key, keep=results.HEADLINE)
         note = results.corrected_note([c for c in result.cells if c.probe == "generate"])
