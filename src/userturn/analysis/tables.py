@@ -35,6 +35,14 @@ class Table:
     shown: list[list[str]]
     """The same rows formatted for reading."""
     note: str = ""
+    data_columns: list[str] | None = None
+    """Headers of ``rows`` when they differ from the shown ones: a shown
+    ``rate [95% CI]`` is three numbers (``rate``, ``ci_low``, ``ci_high``) in CSV."""
+
+    @property
+    def raw_columns(self) -> list[str]:
+        """The headers that go with ``rows``."""
+        return self.data_columns if self.data_columns is not None else self.columns
 
     def to_markdown(self) -> str:
         head = [f"**{self.title}**", ""] if self.title else []
@@ -49,7 +57,7 @@ class Table:
     def to_csv(self) -> str:
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(self.columns)
+        writer.writerow(self.raw_columns)
         writer.writerows(["" if v is None else v for v in row] for row in self.rows)
         return buf.getvalue()
 

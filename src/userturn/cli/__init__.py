@@ -21,17 +21,18 @@ from typing import Any
 
 import typer
 
-from userturn.cli.helpfmt import tidy
+from userturn import __version__
+from userturn.cli.helpfmt import CleanGroup, tidy
 from userturn.cli.io import Interrupted
 from userturn.errors import ResourceError, UserError
 from userturn.redact import redact
 
 app = typer.Typer(
+    cls=CleanGroup,
     add_completion=False,
     no_args_is_help=True,
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
-    help="Probe interaction awareness with user-turn generation.",
 )
 
 COMMAND_MODULES = (
@@ -47,6 +48,26 @@ COMMAND_MODULES = (
     "userturn.cli.repair_cmd",
     "userturn.cli.conversations_cmd",
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"userturn {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_version, help="Print the version and exit."
+    ),
+) -> None:
+    """Probe interaction awareness with user-turn generation: a chat model answers, the
+    same weights write the next user turn, and a judge says whether it follows up.
+
+    Quote every spec: `--model 'smollm2-135m?n_ctx=2048&n_threads=1'` (unquoted, the
+    shell splits at & and globs ?). `userturn COMMAND --help` shows a command's options.
+    """
 
 
 def _register() -> None:

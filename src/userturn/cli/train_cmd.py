@@ -269,6 +269,7 @@ def export_pairs(
 
     if max_per_context < 1:
         raise UserError("must be >= 1", field="--max-per-context")
+    _check_generated(run_dir)
     pairs, stats, used = pairs_from_run(run_dir, judge, max_per_context=max_per_context)
     write_pairs(pairs, out)
     console.print(
@@ -277,6 +278,21 @@ def export_pairs(
         f"{stats.rejected} not, {stats.not_ok} not ok)"
     )
     return 0
+
+
+def _check_generated(run_dir: Path) -> None:
+    """A likelihood run scores given turns and generates none: there is nothing to pair,
+    and "pick one with --judge" would send its user looking for a judge that never ran."""
+    from userturn.run.store import open_run
+
+    with open_run(run_dir) as store:
+        if store.count_user_turns() == 0 and store.likelihood_keys():
+            raise UserError(
+                "a likelihood-probe run: it scores the real next turns and generates no "
+                "user turns, so it has no genuine vs not-genuine pairs; export pairs from a "
+                "`userturn run` (T>0, --samples > 1) instead",
+                file=str(run_dir),
+            )
 
 
 def _export_app() -> typer.Typer:

@@ -180,11 +180,13 @@ def build_card(
     ref_paths: Sequence[Path],
     control_path: Path | None = None,
     method: str = IN_SAMPLE,
+    limit: int | None = None,
 ) -> dict[str, Any]:
-    """The card of ``judge`` on the reference files (and the control set, if given)."""
+    """The card of ``judge`` on the reference files (and the control set, if given);
+    ``limit``: only the first N rows of each file (a quick, rough card)."""
     refs, rows = [], []
     for path in ref_paths:
-        part = read_reference(Path(path))
+        part = read_reference(Path(path))[:limit]
         refs.append(file_entry(Path(path), len(part)))
         rows += part
     verdicts = judge.judge([r.input for r in rows])

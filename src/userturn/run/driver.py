@@ -398,9 +398,10 @@ def _generate(
     reused: set[str] = set()
     described = []
     n_items = sum(len(j.items) for j in jobs)
+    unit = "contexts scored" if cfg.probe == "likelihood" else "user turns"
     for model in cfg.models:
         progress.stage(f"answers {model}", n_items)
-        progress.stage(f"user turns {model}", planned_user_turns(cfg, jobs))
+        progress.stage(f"{unit} {model}", planned_user_turns(cfg, jobs))
         executor = make_executor(cfg)
         for ev in executor.run_model(model, cfg, date, config_id, jobs, known, done):
             if isinstance(ev, AnswerEvent):
@@ -408,14 +409,14 @@ def _generate(
                 progress.advance(f"answers {model}")
             elif isinstance(ev, LikelihoodEvent):
                 _on_likelihood(ev, store, done, stats)
-                progress.advance(f"user turns {model}")
+                progress.advance(f"{unit} {model}")
             else:
                 _on_user(ev, store, done, stats)
                 if ev.generated:
                     turns.append(ev.record)
                 else:
                     reused.add(ev.record.key)
-                progress.advance(f"user turns {model}")
+                progress.advance(f"{unit} {model}")
         described.append(executor.describe_model())
     # A reused turn's event carries the planned record, without the text: the stored
     # record is what a judge (say, after a kill before judging) must read.
@@ -434,6 +435,7 @@ def on_answer(
         stats.answers_generated += 1
         stats.model_calls += 1
         stats.count_tokens("answer", rec.prompt_tokens, rec.prompt_tokens_reused)
+        stats.add("answer_completion_tokens", rec.completion_tokens)
     else:
         stats.answers_reused += 1
 
@@ -448,6 +450,7 @@ def _on_user(ev: UserEvent, store: Store, done: set[str], stats: RunStats) -> No
     stats.generated += 1
     stats.model_calls += 1
     stats.count_tokens("user", rec.prompt_tokens, rec.prompt_tokens_reused)
+    stats.add("user_completion_tokens", rec.user_tokens)
 
 
 def _on_likelihood(ev: LikelihoodEvent, store: Store, done: set[str], stats: RunStats) -> None:
