@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from userturn.analysis import run_table as results
 from userturn.analysis.tables import Table
-from userturn.cli import main, output, results
+from userturn.cli import main, output
 from userturn.run.records import CellSummary
 
 GENERATE = [

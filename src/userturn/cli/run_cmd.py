@@ -12,8 +12,9 @@ from typing import Any
 
 import typer
 
+from userturn.analysis import run_table as results
 from userturn.analysis.tables import Table
-from userturn.cli import options, output, plan, results, speed
+from userturn.cli import options, output, plan, speed
 from userturn.cli.io import Interrupted
 from userturn.cli.progress import progress_for
 from userturn.config import RunConfig, build_config, load_config
@@ -47,6 +48,15 @@ def _default(field: str) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+RENAMES = {"model": "models", "dataset": "datasets", "perturb": "perturbations", "judge": "judges"}
+"""``run``'s options whose flag is singular (each is repeatable) and field plural."""
+PARSERS = {
+    "items": lambda text: options.ids(text, "--items"),
+    "temperatures": lambda text: options.floats(text, "--temperatures"),
+    "chat_template_kwargs": lambda text: options.json_object(text, "--chat-template-kwargs"),
+}
 
 
 def _opt(flag: str, help: str, panel: str, field: str | None = None, shown: str = "") -> Any:
@@ -224,49 +234,13 @@ def run(
     ),
 ) -> int:
     """Generate answers and user turns, judge them, and print the results table."""
-    flags: dict[str, Any] = {
-        "models": model,
-        "datasets": dataset,
-        "limit": limit,
-        "sample": sample,
-        "items": options.ids(items, "--items") if items is not None else None,
-        "temperatures": (
-            options.floats(temperatures, "--temperatures") if temperatures is not None else None
-        ),
-        "samples": samples,
-        "perturbations": perturb,
-        "judges": judge,
-        "seed": seed,
-        "executor": executor,
-        "address": address,
-        "workers": workers,
-        "chat_template": chat_template,
-        "bos_token": bos_token,
-        "eos_token": eos_token,
-        "base_url": base_url,
-        "judge_base_url": judge_base_url,
-        "max_answer_tokens": max_answer_tokens,
-        "max_user_tokens": max_user_tokens,
-        "answer_temperature": answer_temperature,
-        "top_p": top_p,
-        "top_k": top_k,
-        "system_prompt": system_prompt,
-        "history_reasoning": history_reasoning,
-        "system_placement": system_placement,
-        "chat_template_kwargs": (
-            options.json_object(chat_template_kwargs, "--chat-template-kwargs")
-            if chat_template_kwargs is not None
-            else None
-        ),
-        "judge_reference": judge_reference,
-        "skip_bad_rows": skip_bad_rows,
-        "keep_configs": keep_configs,
-        "probe": probe,
-        "turns": turns,
-        "stop_on": stop_on,
-        "best_of": best_of,
-        "select_judge": select_judge,
-    }
+    flags = options.by_name(  # the options by name: each is a RunConfig field
+        locals(),
+        RunConfig.model_fields,
+        renames=RENAMES,
+        parsers=PARSERS,
+        cli_only=("config", "out", "dry_run", "fmt"),
+    )
     form = output.check_format(fmt)
     cfg = build_run_config(config, flags)
     plan.check(cfg)

@@ -1,4 +1,4 @@
-"""The table ``userturn run`` prints: one row per cell, for each probe.
+"""The results table `userturn run` prints: one row per cell, for each probe.
 
 Each column has two faces. On screen a rate reads ``26.0% [15.9%, 39.6%]``; in
 ``--format csv|json`` it is three numbers (``rate``, ``ci_low``, ``ci_high``), so a
