@@ -319,3 +319,17 @@ def test_llamacpp_and_hf_agree(lc: LlamaCppBackend, hf: Any) -> None:
         )
     assert float(np.mean(diffs)) < LLAMACPP_VS_HF_MEAN
     assert float(np.max(diffs)) < 4 * LLAMACPP_VS_HF_MEAN
+
+
+def test_llamacpp_scores_do_not_depend_on_request_order(lc: LlamaCppBackend) -> None:
+    """The same (prompt, continuation) pairs scored in two orders, on one engine whose KV
+    prefix carries over between requests: every pair gets the same value."""
+    other = [*CTX, {"role": "user", "content": "And for a cat?"}, CTX[1]]
+    reqs = [
+        ScoreRequest(_prompt(lc), ("Thanks!", "Why is that?")),
+        ScoreRequest(_prompt(lc, other), ("Ok.", "Thanks!")),
+    ]
+    forward = lc.loglikelihood(reqs)
+    backward = lc.loglikelihood(reqs[::-1])[::-1]
+    for a, b in zip(forward, backward, strict=True):
+        assert [s.token_logprobs for s in a.scores] == [s.token_logprobs for s in b.scores]

@@ -101,16 +101,19 @@ ASSISTANT_KINDS: tuple[CandidateKind, ...] = ("real", "assistant_turn_restate")
 
 
 def conditioned(
-    cands: list[tuple[CandidateKind, str]], n_counterfactuals: int
+    cands: list[tuple[CandidateKind, str]], n_counterfactuals: int, assistant: bool = True
 ) -> tuple[ScoredCandidate, ...]:
     """Every (candidate, condition) pair a version 2 record scores, unscored, grouped by
-    condition: all four under the user header, then ``CF_KINDS`` under each
-    counterfactual, then ``ASSISTANT_KINDS`` under the assistant header."""
+    condition: all four under the user header, ``ASSISTANT_KINDS`` under the assistant
+    header (left out where the template refuses two assistant turns in a row), then
+    ``CF_KINDS`` under each counterfactual. The order is the requests' order, chosen for
+    prefix reuse: the assistant-header prompt extends the user prompt's context."""
     text = dict(cands)
     out = [ScoredCandidate(k, t, 0.0, 0, "user") for k, t in cands]
+    if assistant:
+        out += [ScoredCandidate(k, text[k], 0.0, 0, "assistant") for k in ASSISTANT_KINDS]
     for i in range(n_counterfactuals):
         out += [ScoredCandidate(k, text[k], 0.0, 0, f"cf{i}") for k in CF_KINDS]
-    out += [ScoredCandidate(k, text[k], 0.0, 0, "assistant") for k in ASSISTANT_KINDS]
     return tuple(out)
 
 

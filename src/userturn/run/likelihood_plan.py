@@ -26,13 +26,14 @@ import hashlib
 import random
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from userturn.chat import place_system, sha256
 from userturn.chat_markers import TurnMarkers
 from userturn.chat_template import ChatTemplate
+from userturn.errors import UserError
 from userturn.perturb import load_perturbation
-from userturn.types import Item, Message, ScoreRequest
+from userturn.types import Item, Message
 
 COUNTERFACTUALS = 3
 """Counterfactual answers per context (same-item perturbations first, then others)."""
@@ -41,8 +42,6 @@ END_MARKER_SCORED = False
 SAME_ITEM = ("inject-error", "truncate:0.5")
 """The perturbations that give a same-item counterfactual, where they apply."""
 _ASSISTANT_SENTINEL = "\x00ut-assistant-sentinel\x00"
-
-Condition = Literal["user", "assistant", "cf"]
 
 
 @dataclass(frozen=True)
@@ -102,31 +101,34 @@ def assistant_turn_prompt(
     tpl: ChatTemplate,
     context: list[Message],
     markers: TurnMarkers,
+    user_prompt: str,
     *,
     system_placement: Any = "template",
     **kwargs: Any,
-) -> str:
+) -> str | None:
     """The context followed by the template's own *assistant* header, rendered exactly as
     the user-turn prompt is (same messages, a sentinel turn cut off), so the two prompts
-    differ only in the role of the turn that follows."""
+    differ only in the role of the turn that follows. None where the template refuses an
+    assistant turn after an assistant turn (templates that enforce alternation, e.g.
+    Gemma's and Mistral's), merges the two into one turn (Apertus: then the prompt does
+    not extend ``user_prompt`` without its user header) or rewrites the sentinel: there
+    the role contrast is not measured, rather than measured on a prompt the template would
+    never produce."""
     messages, _ = place_system(context, markers, system_placement)
-    full = tpl.render([*messages, {"role": "assistant", "content": _ASSISTANT_SENTINEL}], **kwargs)
+    turn = {"role": "assistant", "content": _ASSISTANT_SENTINEL}
+    try:
+        full = tpl.render([*messages, turn], **kwargs)
+    except UserError:
+        return None
     if full.count(_ASSISTANT_SENTINEL) != 1:
-        raise ValueError("the template does not render an assistant turn's text verbatim")
-    return tpl.strip_bos(full[: full.index(_ASSISTANT_SENTINEL)])
+        return None
+    prompt = tpl.strip_bos(full[: full.index(_ASSISTANT_SENTINEL)])
+    head = user_prompt.removesuffix(markers.user_header)
+    if head == user_prompt or not prompt.startswith(head) or prompt == head:
+        return None
+    return prompt
 
 
 def scored_text(text: str, end: str) -> str:
     """A candidate as it is scored: the one place the end marker's role is decided."""
     return text + end if END_MARKER_SCORED else text
-
-
-@dataclass(frozen=True)
-class Planned:
-    """One scoring request of a context: its condition and which candidates it holds."""
-
-    condition: Condition
-    index: int
-    """The counterfactual's index for ``cf`` (0 otherwise)."""
-    kinds: tuple[str, ...]
-    request: ScoreRequest

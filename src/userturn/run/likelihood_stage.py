@@ -90,14 +90,17 @@ def _planned(
     prompts = {"user": up.prompt}
     for i, cf in enumerate(cfs):
         prompts[f"cf{i}"] = _user_prompt(worker, with_answer(ctx, cf.text)).prompt
-    prompts["assistant"] = assistant_turn_prompt(
+    asst = assistant_turn_prompt(
         worker.template,
         ctx,
         worker.markers,
+        up.prompt,
         system_placement=worker.cfg.system_placement,
         **worker.kwargs,
     )
-    scored = conditioned(cands, len(cfs))
+    if asst is not None:
+        prompts["assistant"] = asst
+    scored = conditioned(cands, len(cfs), assistant=asst is not None)
     reqs = score_requests(scored, prompts, worker.markers.user_end)
     keyed = [(r.prompt, list(r.continuations)) for r in reqs]
     rec = _record(worker, ev, pert, ctx, up.prompt_sha, keyed, cfs)
