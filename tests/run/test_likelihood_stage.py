@@ -234,3 +234,16 @@ def test_a_template_without_a_second_assistant_turn_gets_no_role_contrast(name: 
                          ("assistant_turn_restate", "A"), ("new_task_prompt", "N")], 1,
                         assistant=False)  # fmt: skip
     assert {c.condition for c in cands} == {"user", "cf0"}
+
+
+def test_dry_run_states_the_scored_tokens(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from userturn.cli import main
+
+    args = ["likelihood", "--model", "smollm2-135m", "--dataset", "healthbench", "--limit", "2"]
+    assert main([*args, "--out", str(tmp_path / "r"), "--dry-run"]) == 0
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "scored: 24 continuations, about " in text and " tokens (" in text
+    assert not (tmp_path / "r").exists()

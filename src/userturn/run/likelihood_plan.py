@@ -132,3 +132,29 @@ def assistant_turn_prompt(
 def scored_text(text: str, end: str) -> str:
     """A candidate as it is scored: the one place the end marker's role is decided."""
     return text + end if END_MARKER_SCORED else text
+
+
+CHARS_PER_TOKEN = 4.0
+"""For the dry run's estimate only (no tokenizer is loaded there): English BPE text
+runs at about 4 characters per token."""
+
+
+def scored_characters(item: Item, pool: list[Item]) -> tuple[int, int]:
+    """(continuations, characters) a version 2 record of this item scores: the real turn
+    under the user header, the assistant header and each counterfactual; the unrelated
+    request under the user header and each counterfactual; the previous user turn once;
+    the answer's opening twice (when the item carries its answer). Items without a real
+    next turn score nothing."""
+    users = [str(m["content"]) for m in item.messages if m["role"] == "user"]
+    if item.reference_turn is None or not users:
+        return 0, 0
+    given = _given_answer(item)
+    n_cf = COUNTERFACTUALS
+    other = next((str(m["content"]) for it in pool if it.id != item.id
+                  for m in it.messages if m["role"] == "user"), "")  # fmt: skip
+    parts = [(item.reference_turn, 2 + n_cf), (other, 1 + n_cf), (users[-1], 1)]
+    if given is not None:
+        from userturn.run.likelihood import opening
+
+        parts.append((opening(given), 2))
+    return sum(k for _, k in parts), sum(len(text) * k for text, k in parts)
