@@ -67,13 +67,21 @@ def opening(answer: str) -> str:
     return " ".join(words[:OPENING_WORDS])
 
 
-def unrelated(item: Item, pool: list[Item]) -> str | None:
-    """The first user message of another item, fixed per item (hash of its id)."""
+def unrelated_item(item: Item, pool: list[Item]) -> Item | None:
+    """The other item the unrelated request comes from, fixed per item (hash of its id)."""
     others = [it for it in pool if it.id != item.id]
     if not others:
         return None
     pick = int(hashlib.sha256(item.id.encode()).hexdigest()[:8], 16) % len(others)
-    first = next((m for m in others[pick].messages if m["role"] == "user"), None)
+    return others[pick]
+
+
+def unrelated(item: Item, pool: list[Item]) -> str | None:
+    """The first user message of another item, fixed per item (hash of its id)."""
+    source = unrelated_item(item, pool)
+    if source is None:
+        return None
+    first = next((m for m in source.messages if m["role"] == "user"), None)
     return None if first is None else str(first["content"])
 
 

@@ -64,8 +64,12 @@ def copies_context(reference: str, context: list[Message]) -> bool:
     return any(_norm(str(m.get("content") or "")) == ref for m in context)
 
 
-def counterfactuals(item: Item, answer: str, pool: list[Item]) -> tuple[Counterfactual, ...]:
-    """The fixed counterfactual answers for one context (see the module docstring)."""
+def counterfactuals(
+    item: Item, answer: str, pool: list[Item], avoid: frozenset[str] = frozenset()
+) -> tuple[Counterfactual, ...]:
+    """The fixed counterfactual answers for one context (see the module docstring).
+    Items in ``avoid`` give none: the unrelated request's own item, whose answer would
+    make that request the expected next turn and the control meaningless."""
     out: list[Counterfactual] = []
     for spec in SAME_ITEM:
         pert = load_perturbation(spec)
@@ -74,7 +78,7 @@ def counterfactuals(item: Item, answer: str, pool: list[Item]) -> tuple[Counterf
         applied = done.detail is None or done.detail.get("applied", True)
         if applied and done.text.strip() and _norm(done.text) != _norm(answer):
             out.append(Counterfactual(pert.id, done.text))
-    others = [it for it in pool if it.id != item.id and _given_answer(it)]
+    others = [it for it in pool if it.id != item.id and it.id not in avoid and _given_answer(it)]
     rng = random.Random(int(hashlib.sha256(item.id.encode()).hexdigest()[:8], 16))
     rng.shuffle(others)
     for it in others[: max(0, COUNTERFACTUALS - len(out))]:

@@ -22,6 +22,7 @@ from userturn.run.likelihood import (
     conditioned,
     filled,
     score_requests,
+    unrelated_item,
 )
 from userturn.run.likelihood_plan import (
     Counterfactual,
@@ -86,7 +87,9 @@ def _planned(
     if copies_context(cands[0][1], ctx):
         rec = _record(worker, ev, pert, ctx, up.prompt_sha, [], ())
         return [], replace(rec, excluded=EXCLUDED_COPY)
-    cfs = counterfactuals(ev.item, str(ctx[-1]["content"]), pool)
+    source = unrelated_item(ev.item, pool)
+    avoid = frozenset({source.id} if source is not None else ())
+    cfs = counterfactuals(ev.item, str(ctx[-1]["content"]), pool, avoid)
     prompts = {"user": up.prompt}
     for i, cf in enumerate(cfs):
         prompts[f"cf{i}"] = _user_prompt(worker, with_answer(ctx, cf.text)).prompt
