@@ -155,11 +155,6 @@ def filled(
     return tuple(out)
 
 
-def score_request(prompt: str, cands: list[tuple[CandidateKind, str]], end: str) -> ScoreRequest:
-    """Version 1's single request (the end marker after every candidate)."""
-    return ScoreRequest(prompt=prompt, continuations=tuple(text + end for _, text in cands))
-
-
 @dataclass(frozen=True)
 class LikelihoodRecord:
     """One context's candidates and their scores under the model's own user header."""
