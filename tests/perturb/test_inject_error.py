@@ -22,7 +22,7 @@ from userturn.cli import main
 from userturn.datasets import load_dataset
 from userturn.errors import UserError
 from userturn.perturb import load_perturbation
-from userturn.perturb.inject_numeric import occurrences, wrong_values
+from userturn.perturb.inject_numeric import final_occurrences, occurrences, wrong_values
 from userturn.scoring.multiple_choice import extract_letter
 from userturn.scoring.numeric import extract_number, gold_number
 from userturn.types import Item
@@ -140,11 +140,12 @@ def test_real_smollm2_answers(smollm2_answers: list[tuple[Item, str]]) -> None:
         out = INJECT.perturb(answer, item, seed=5)
         assert out.detail is not None and DETAIL_KEYS <= set(out.detail)
         final = extract_number(answer)
-        if final is not None and occurrences(answer, final):
+        if final is not None and final_occurrences(answer, final):
             assert out.detail["applied"], (answer, out.detail)
             assert_consistent(answer, out.text, out.detail, gold_of(item))
             applied += 1
-        else:  # said so, never pretended
+        else:  # said so, never pretended (a final number only in a premise, as "1/2" of
+            # the question's speed, stays: changing it would rewrite the question)
             assert not out.detail["applied"] and out.detail["reason"] and out.text == answer
     assert applied >= 1, [a for _, a in smollm2_answers]
 
@@ -399,3 +400,12 @@ def test_run_stores_the_injection_in_records(
     assert main(["run", *flags, *perts, "--out", str(out)]) == 0  # resumes: same keys
     again = [json.loads(line) for line in (out / "records.jsonl").open()]
     assert [r["messages"] for r in again] == [r["messages"] for r in records]
+
+
+def test_a_final_number_only_in_a_premise_is_not_replaced(gsm_items: list[Item]) -> None:
+    """A cut-off answer whose last number is the question's "1/2": nothing states a
+    result, so nothing is injected (the first version rewrote the question's fraction)."""
+    answer = "She skips at 1/2 the speed of running. So, we set up an equation:\n\nTime ="
+    out = INJECT.perturb(answer, gsm_items[0], seed=5)
+    assert out.detail is not None and not out.detail["applied"]
+    assert "premise" in out.detail["reason"] and out.text == answer

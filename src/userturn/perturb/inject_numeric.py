@@ -191,6 +191,9 @@ def inject_number(answer: str, gold: Decimal, seed: int) -> Injection:
         return Injection(answer, str(original), reason="the final number is out of range")
     injected = random.Random(seed).choice(wrong_values(original, gold))
     text, changes, kept = swap_final(answer, original, injected)
+    if not changes and occurrences(answer, original):
+        why = "the final number is only a premise or an intermediate value, never a result"
+        return Injection(answer, str(original), reason=why)
     if not changes:
         return Injection(answer, str(original), reason="the final number is not a plain token")
     if extract_number(text) != injected:
