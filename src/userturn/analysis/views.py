@@ -230,7 +230,7 @@ def _youden(c: Cell, cards: Cards | None) -> np.ndarray | None:
 
 def _corrected(
     a: ItemCounts, b: ItemCounts, ci: tuple[float | None, float | None], youden: Any
-) -> dict[str, float | None]:
+) -> dict[str, Any]:
     if youden is None:
         return {}
     got = corrected_paired_delta(a, b, ci, youden)

@@ -114,8 +114,7 @@ def conditioned(
     """Every (candidate, condition) pair a version 2 record scores, unscored, grouped by
     condition: all four under the user header, ``ASSISTANT_KINDS`` under the assistant
     header (left out where the template refuses two assistant turns in a row), then
-    ``CF_KINDS`` under each counterfactual. The order is the requests' order, chosen for
-    prefix reuse: the assistant-header prompt extends the user prompt's context."""
+    ``CF_KINDS`` under each counterfactual. The order is the requests' order."""
     text = dict(cands)
     out = [ScoredCandidate(k, t, 0.0, 0, "user") for k, t in cands]
     if assistant:
