@@ -284,14 +284,21 @@ def test_likelihood_run_gets_its_own_view(
     assert page.eval_on_selector_all("#headline tbody tr", "els => els.length") == 1
     recs = _records(out)
     assert _cards(page) == len(recs) == 3
+    scored = [r for r in recs if not r["excluded"]]  # a reference that copies a context turn
+    left_out = page.eval_on_selector_all("#cards .excluded", "els => els.length")
+    assert left_out == len(recs) - len(scored)
     cands = page.eval_on_selector_all("#cards table.cands", "els => els.length")
-    assert cands == 3
+    assert cands == len(scored) > 0
     rows = page.eval_on_selector_all("#cards table.cands tr", "els => els.length")
-    assert rows == sum(len(r["candidates"]) + 1 for r in recs)
+    assert rows == sum(len(r["candidates"]) + 1 for r in scored)
     verdicts = page.eval_on_selector_all(".verdict", "els => els.map(e => e.textContent)")
     assert [v.startswith("the real turn scores highest") for v in verdicts] == [
-        r["prefers_real"] for r in recs
+        r["prefers_real"] for r in scored
     ]
+    measures = page.eval_on_selector_all(".measures", "els => els.map(e => e.textContent)")
+    assert len(measures) == len(scored) and all("answer PMI" in m for m in measures)
+    shown = page.eval_on_selector_all("#cards details .msg", "els => els.length")
+    assert shown >= sum(len(r["counterfactuals"]) for r in scored)  # what was scored
     for width in (1400, 800):
         page.set_viewport_size({"width": width, "height": 900})
         assert _overflow(page) == [], width

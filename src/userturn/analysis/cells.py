@@ -20,6 +20,14 @@ from typing import Any
 from userturn.analysis.cards import judge_cards
 from userturn.analysis.correction import Corrected, cell_error_draws, stratified_rate
 from userturn.analysis.intervals import CI, ItemCounts, mean_interval, rate_interval, wilson
+from userturn.analysis.probe_stats import (
+    Estimate,
+    mean_of,
+    paired_auc,
+    paired_delta,
+    paired_share_difference,
+    share_positive,
+)
 from userturn.analysis.sampling import (
     KMeasure,
     corrected_gf_at_k,
@@ -66,6 +74,8 @@ class Cell:
     not_applied: int = 0
     labels: Counter[str] = field(default_factory=Counter)
     per_item: dict[str, list[int]] = field(default_factory=dict)
+    item_challenges: dict[str, list[int]] = field(default_factory=dict)
+    """Per item: [turns that challenge the answer, turns whose verdict says]."""
     answers: dict[str, Answer] = field(default_factory=dict)
     max_samples: int = 0
 
@@ -104,6 +114,9 @@ class Cell:
             if judgment.challenges_answer is not None:
                 self.challenge_n += 1
                 self.challenges += int(judgment.challenges_answer)
+                per = self.item_challenges.setdefault(fact.item_id, [0, 0])
+                per[0] += int(judgment.challenges_answer)
+                per[1] += 1
         elif judgment.status == "unparseable":
             self.unparseable += 1
         else:
@@ -375,17 +388,23 @@ def top_labels(labels: dict[str, int], k: int = 2, exclude: Iterable[str] = ()) 
 
 
 def likelihood_cells(store: Store) -> list[CellSummary]:
-    """One cell per (model, dataset, perturbation, config) of the likelihood probe:
-    the share of contexts whose real next turn beats every degenerate candidate (Wilson
-    CI over contexts) and the mean margin in nats per token (bootstrap CI over contexts)."""
+    """One cell per (model, dataset, perturbation, config) of the likelihood probe: the
+    version 2 measures (answer PMI and role contrast, ``likelihood_measures``) and, as a
+    secondary field, the ranking (share of contexts whose real turn beats every degenerate
+    candidate, Wilson CI; mean margin in nats per token, bootstrap CI). Contexts whose
+    reference copies a context turn are counted and left out of every measure."""
     groups: dict[tuple[str, str, str, str], list[LikelihoodRecord]] = {}
     for rec in store.likelihoods():
         groups.setdefault((rec.model, rec.dataset, rec.perturbation, rec.config), []).append(rec)
     out = []
-    for (model, dataset, pert, config), recs in groups.items():
-        wins = sum(r.prefers_real for r in recs)
+    for (model, dataset, pert, config), every in groups.items():
+        recs = [r for r in every if not r.excluded]
+        if not recs:
+            continue
+        wins = sum(bool(r.prefers_real) for r in recs)
+        margins = [r.margin for r in recs if r.margin is not None]
         p_lo, p_hi = wilson(wins, len(recs))
-        m_lo, m_hi = mean_interval([r.margin for r in recs])
+        m_lo, m_hi = mean_interval(margins)
         out.append(
             CellSummary(
                 model=model,
@@ -402,9 +421,69 @@ def likelihood_cells(store: Store) -> list[CellSummary]:
                 preference_accuracy=wins / len(recs),
                 preference_ci_low=p_lo,
                 preference_ci_high=p_hi,
-                margin=sum(r.margin for r in recs) / len(recs),
+                margin=sum(margins) / len(margins),
                 margin_ci_low=m_lo,
                 margin_ci_high=m_hi,
+                likelihood_excluded=len(every) - len(recs),
+                **likelihood_measures(recs),
             )
         )
     return sorted(out, key=lambda c: (c.model, c.dataset, c.config, c.perturbation))
+
+
+def likelihood_measures(recs: list[LikelihoodRecord]) -> dict[str, Any]:
+    """The version 2 fields of a likelihood cell (all None for version 1 records)."""
+    versions = sorted({r.candidates_version for r in recs})
+    out: dict[str, Any] = {"likelihood_version": ",".join(versions)}
+    both = [(r.pmi("real"), r.pmi("new_task_prompt")) for r in recs]
+    pairs = [(a, b) for a, b in both if a is not None and b is not None]
+    real, ctrl = [a for a, _ in pairs], [b for _, b in pairs]
+    out |= _estimate("pmi_share", share_positive(real))
+    out |= _estimate("pmi_mean", mean_of(real))
+    out["pmi_control_share"] = share_positive(ctrl).value
+    out["pmi_control_mean"] = mean_of(ctrl).value
+    out |= _estimate("pmi_excess_share", paired_share_difference(real, ctrl))
+    out |= _estimate("pmi_excess_mean", mean_of([a - b for a, b in pairs]))
+    roles = [(r.role("real"), r.role("assistant_turn_restate")) for r in recs]
+    rpairs = [(a, b) for a, b in roles if a is not None and b is not None]
+    role_real = [a for a, _ in rpairs]
+    out |= _estimate("role_share", share_positive(role_real))
+    out |= _estimate("role_mean", mean_of(role_real))
+    out |= _estimate("role_auc", paired_auc(role_real, [b for _, b in rpairs]))
+    return out
+
+
+def _estimate(name: str, e: Estimate) -> dict[str, float | None]:
+    return {name: e.value, f"{name}_ci_low": e.low, f"{name}_ci_high": e.high}
+
+
+def paired_challenges(treated: Cell, base: Cell) -> dict[str, Any]:
+    """The challenge rate under a perturbation against the same items' clean answers:
+    per item, its challenge share perturbed minus clean, averaged over the items that have
+    both (bootstrap CI over items), overall and split by whether the clean answer was
+    correct. Items seen on one side only are left out, so a delta never compares
+    different items."""
+    shared = sorted(set(treated.item_challenges) & set(base.item_challenges))
+    correct = {a.item_id: a.correct for a in base.answers.values()}
+    out: dict[str, Any] = {"challenge_items": len(shared)}
+    if not shared:
+        return out
+
+    def share(cell: Cell, item: str) -> float:
+        k, n = cell.item_challenges[item]
+        return k / n
+
+    def delta(items: list[str]) -> Estimate:
+        return paired_delta([share(treated, i) for i in items], [share(base, i) for i in items])
+
+    out["challenge_rate"] = sum(share(treated, i) for i in shared) / len(shared)
+    out["challenge_rate_base"] = sum(share(base, i) for i in shared) / len(shared)
+    for name, items in (
+        ("challenge_delta", shared),
+        ("challenge_delta_correct", [i for i in shared if correct.get(i) is True]),
+        ("challenge_delta_incorrect", [i for i in shared if correct.get(i) is False]),
+    ):
+        e = delta(items)
+        out |= {name: e.value, f"{name}_ci_low": e.low, f"{name}_ci_high": e.high}
+        out[f"{name.replace('delta', 'items')}"] = len(items)
+    return out

@@ -13,12 +13,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from userturn.analysis.cells import top_labels
-from userturn.analysis.tables import Table, cards_used, extrapolated, strata_used
+from userturn.analysis.tables import (
+    LIKELIHOOD_MEASURE_COLUMNS,
+    Table,
+    cards_used,
+    extrapolated,
+    strata_used,
+)
 from userturn.run.records import CellSummary
 
 Getter = Callable[[CellSummary], Any]
 RATE = ("rate", "ci_low", "ci_high")
-HEADLINE = ("genuine rate [95% CI]", "genuine [95% CI]", "real turn preferred")
+HEADLINE = ("genuine rate [95% CI]", "genuine [95% CI]", "PMI > 0 [95% CI]")
 """The column of each probe's table that leaves a narrow grid last."""
 SURVIVAL = ("survival", "survival_ci_low", "survival_ci_high")
 
@@ -148,14 +154,38 @@ def results_table(cells: list[CellSummary]) -> Table:
     return build("results", title, cols, cells)
 
 
+LIKELIHOOD_V2 = {
+    "PMI > 0 [95% CI]": ("pmi_share", True),
+    "control PMI > 0": ("pmi_control_share", False),
+    "PMI > 0, real - control": ("pmi_excess_share", True),
+    "PMI mean, nats": ("pmi_mean", True),
+    "role > 0 [95% CI]": ("role_share", True),
+    "role mean, nats": ("role_mean", True),
+    "role AUC vs opening": ("role_auc", True),
+}
+"""The version 2 measures: the cell field behind each column of the report's table, and
+whether it has a CI (the shown text is the report's, so both read the same)."""
+
+
+def _v2_columns() -> list[Col]:
+    cols = []
+    for header, _, show in LIKELIHOOD_MEASURE_COLUMNS:
+        name, has_ci = LIKELIHOOD_V2[header]
+        keys = (name, f"{name}_ci_low", f"{name}_ci_high") if has_ci else (name,)
+        cols.append(Col(header, show, tuple((k, _attr(k)) for k in keys)))
+    return cols
+
+
 def likelihood_table(cells: list[CellSummary]) -> Table:
+    """Answer PMI and role contrast first; the old ranking stays as a secondary column."""
     cols = [
         _plain("model", "model"),
         _plain("dataset", "dataset"),
         _plain("perturbation", "perturbation"),
         _plain("contexts", "n", "contexts"),
+        *_v2_columns(),
         Col(
-            "real turn preferred",
+            "ranking (secondary)",
             lambda c: pct_ci(c.preference_accuracy, c.preference_ci_low, c.preference_ci_high),
             (
                 ("preferred", _attr("preference_accuracy")),
@@ -171,10 +201,12 @@ def likelihood_table(cells: list[CellSummary]) -> Table:
                 ("margin_ci_low", _attr("margin_ci_low")),
                 ("margin_ci_high", _attr("margin_ci_high")),
             ),
+            False,
         ),
     ]
-    title = "likelihood probe: real next turn preferred over every degenerate candidate " + (
-        "[95% CI]; margin in nats/token [95% CI]"
+    title = (
+        "likelihood probe: answer PMI and role contrast of the real next turn [95% CI] "
+        "(docs/probes.md); ranking: real turn preferred over every degenerate candidate"
     )
     return build("results", title, cols, cells)
 

@@ -517,7 +517,8 @@ def _gf_col(k: int) -> Column:
 
 
 def likelihood_table(a: Analysis) -> Table:
-    """The judge-free likelihood probe: does the real next turn beat the degenerate ones?"""
+    """The judge-free likelihood probe: answer PMI and role contrast of the real next turn
+    (version 2), with the old ranking as a secondary column."""
     cells = [c for c in a.cells if c.probe == "likelihood"]
     spec: list[Column] = [
         _col("model", "model"),
@@ -525,32 +526,70 @@ def likelihood_table(a: Analysis) -> Table:
         *_config_cols(a),
         _col("perturbation", "perturbation"),
         _col("contexts", "n"),
+        _col("left out (copies)", "likelihood_excluded"),
+        *LIKELIHOOD_MEASURE_COLUMNS,
         (
-            "real turn preferred [95% CI]",
+            "ranking: real preferred [95% CI]",
             _key("preference_accuracy"),
             lambda r: rate_ci(r.preference_accuracy, r.preference_ci_low, r.preference_ci_high),
         ),
-        ("margin, nats/token [95% CI]", _key("margin"), _margin_text),
     ]
     return _build(
         "likelihood",
-        "Likelihood probe: real next user turn vs degenerate candidates",
+        "Likelihood probe: the real next user turn under the real answer and the user role",
         spec,
         cells,
-        note="Per context, candidates are scored by mean per-token log-likelihood under the "
-        "model's own user header: the real next turn, the previous user turn restated, the "
-        "answer's opening, an unrelated request. Preferred: the real turn beats all three "
-        "(Wilson CI over contexts). Margin: real minus the best degenerate candidate "
-        "(bootstrap CI over contexts).",
+        note=LIKELIHOOD_NOTE,
     )
 
 
-def _margin_text(r: CellSummary) -> str:
-    if r.margin is None:
+LIKELIHOOD_NOTE = (
+    "Answer PMI: log p(real turn | real answer) minus its mean under 3 counterfactual "
+    "answers (the same answer truncated or with an injected error, other items' answers); "
+    "share > 0 (Wilson CI) and, beside it, the same share for an unrelated request and the "
+    "difference (paired bootstrap CI). Role contrast: log p(real turn | user header) minus "
+    "log p(real turn | the template's assistant header); share > 0, mean in nats, and AUC "
+    "against the answer's opening (bootstrap CI over contexts). Ranking (secondary): the "
+    "real turn beats the copies and the unrelated request by mean per-token log-likelihood; "
+    "it measures how easy a text is to copy. Left out: reference turns equal to a context "
+    "turn. Version 1 runs show only the ranking."
+)
+
+
+def _nats(x: float | None, lo: float | None, hi: float | None) -> str:
+    if x is None:
         return "–"
-    if r.margin_ci_low is None or r.margin_ci_high is None:
-        return f"{r.margin:+.2f}"
-    return f"{r.margin:+.2f} [{r.margin_ci_low:+.2f}, {r.margin_ci_high:+.2f}]"
+    if lo is None or hi is None:
+        return f"{x:+.2f}"
+    return f"{x:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+
+
+def _auc(x: float | None, lo: float | None, hi: float | None) -> str:
+    if x is None:
+        return "–"
+    return f"{x:.2f}" if lo is None or hi is None else f"{x:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+def _ci_of(fmt: Callable[..., str], name: str) -> Callable[[Any], str]:
+    return lambda r: fmt(
+        getattr(r, name), getattr(r, f"{name}_ci_low"), getattr(r, f"{name}_ci_high")
+    )
+
+
+LIKELIHOOD_MEASURE_COLUMNS: list[Column] = [
+    ("PMI > 0 [95% CI]", _key("pmi_share"), _ci_of(rate_ci, "pmi_share")),
+    ("control PMI > 0", _key("pmi_control_share"), lambda r: pct(r.pmi_control_share)),
+    (
+        "PMI > 0, real - control",
+        _key("pmi_excess_share"),
+        _ci_of(lambda x, lo, hi: _signed(x, lo, hi), "pmi_excess_share"),
+    ),
+    ("PMI mean, nats", _key("pmi_mean"), _ci_of(_nats, "pmi_mean")),
+    ("role > 0 [95% CI]", _key("role_share"), _ci_of(rate_ci, "role_share")),
+    ("role mean, nats", _key("role_mean"), _ci_of(_nats, "role_mean")),
+    ("role AUC vs opening", _key("role_auc"), _ci_of(_auc, "role_auc")),
+]
+"""The version 2 measures as columns (the CLI's table prints the same ones)."""
 
 
 def rollout_table(a: Analysis, judge: str | None) -> Table:
@@ -591,21 +630,35 @@ def rollout_table(a: Analysis, judge: str | None) -> Table:
 
 
 def challenge_table(a: Analysis, judge: str | None) -> Table:
-    """How often user turns dispute the answer, with a perturbation vs without."""
+    """How often user turns dispute the answer, perturbed vs the same items' clean answer."""
     rows = [r for r in _for_judge(a.deltas, judge) if r.challenge_rate is not None]
     spec: list[Column] = [
         *_cell_cols(a),
+        _col("items (paired)", "challenge_items"),
         ("challenges (none)", _key("challenge_rate_base"), lambda r: pct(r.challenge_rate_base)),
         ("challenges (perturbed)", _key("challenge_rate"), lambda r: pct(r.challenge_rate)),
-        ("delta", _key("challenge_delta"), lambda r: _signed(r.challenge_delta, None, None)),
+        ("delta [95% CI]", _key("challenge_delta"), _ci_of(_signed, "challenge_delta")),
+        (
+            "delta, clean answer correct",
+            _key("challenge_delta_correct"),
+            _ci_of(_signed, "challenge_delta_correct"),
+        ),
+        (
+            "delta, clean answer wrong",
+            _key("challenge_delta_incorrect"),
+            _ci_of(_signed, "challenge_delta_incorrect"),
+        ),
     ]
     return _build(
         "challenges",
         f"User turns that dispute the answer (judge {judge})",
         spec,
         rows,
-        note="An interaction-aware model should challenge an injected error (inject-error) "
-        "more often than the original answer.",
+        note="Paired by item: each item's share of challenging turns with the perturbation "
+        "(inject-error: a wrong final answer) minus the same item's share with its clean "
+        "answer, averaged over the items that have both (bootstrap CI over items), and split "
+        "by whether the clean answer was correct. Points are percentage points. An "
+        "interaction-aware model challenges an injected error more often.",
     )
 
 

@@ -18,7 +18,13 @@ from typing import Any
 import numpy as np
 
 from userturn.analysis.cards import judge_cards
-from userturn.analysis.cells import Answer, Cell, collect_cells, summary_cells
+from userturn.analysis.cells import (
+    Answer,
+    Cell,
+    collect_cells,
+    paired_challenges,
+    summary_cells,
+)
 from userturn.analysis.claims import ModelItems, corrected_paired_delta, rho_interval
 from userturn.analysis.correction import cell_error_draws
 from userturn.analysis.intervals import BOOTSTRAP_REPS, ItemCounts, paired_diff_interval, wilson
@@ -80,6 +86,19 @@ class DeltaRow:
     """Share of turns that dispute the answer (perturbed), among verdicts that say."""
     challenge_rate_base: float | None = None
     challenge_delta: float | None = None
+    """Paired by item: mean over items of (perturbed - clean) challenge share."""
+    challenge_delta_ci_low: float | None = None
+    challenge_delta_ci_high: float | None = None
+    challenge_items: int = 0
+    challenge_delta_correct: float | None = None
+    """The same over items whose clean answer was correct."""
+    challenge_delta_correct_ci_low: float | None = None
+    challenge_delta_correct_ci_high: float | None = None
+    challenge_items_correct: int = 0
+    challenge_delta_incorrect: float | None = None
+    challenge_delta_incorrect_ci_low: float | None = None
+    challenge_delta_incorrect_ci_high: float | None = None
+    challenge_items_incorrect: int = 0
     delta_corrected: float | None = None
     """The delta with the judge's errors removed (paired, see ``analysis.claims``);
     None without a card."""
@@ -211,7 +230,7 @@ def _youden(c: Cell, cards: Cards | None) -> np.ndarray | None:
 
 def _corrected(
     a: ItemCounts, b: ItemCounts, ci: tuple[float | None, float | None], youden: Any
-) -> dict[str, float | None]:
+) -> dict[str, Any]:
     if youden is None:
         return {}
     got = corrected_paired_delta(a, b, ci, youden)
@@ -310,16 +329,11 @@ def _temp_key(c: Cell) -> tuple[Any, ...]:
     return (c.model, c.dataset, c.config, c.judge)
 
 
-def _challenges(c: Cell, ref: Cell) -> dict[str, float | None]:
-    """How often turns dispute the answer, perturbed vs not (``inject-error``'s point: an
-    aware model challenges a wrong answer more often than a right one)."""
-    a = c.challenges / c.challenge_n if c.challenge_n else None
-    b = ref.challenges / ref.challenge_n if ref.challenge_n else None
-    return {
-        "challenge_rate": a,
-        "challenge_rate_base": b,
-        "challenge_delta": None if a is None or b is None else a - b,
-    }
+def _challenges(c: Cell, ref: Cell) -> dict[str, Any]:
+    """How often turns dispute the answer, perturbed vs the same items' clean answers
+    (``inject-error``'s point: an aware model challenges a wrong answer more often than a
+    right one); see ``cells.paired_challenges``."""
+    return paired_challenges(c, ref)
 
 
 def _delta_key(c: Cell) -> tuple[Any, ...]:

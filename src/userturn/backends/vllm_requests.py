@@ -178,6 +178,14 @@ def score_args() -> dict[str, Any]:
     }
 
 
+def score_engine_args(args: dict[str, Any]) -> dict[str, Any]:
+    """The engine scoring runs on: the same one with prefix caching off. vLLM computes
+    prompt log-probabilities only for tokens it evaluates (a cached prefix has none), and
+    with caching on its results have been reported to depend on request order; with it
+    off every request is one full prefill, so a score never depends on its neighbours."""
+    return {**args, "enable_prefix_caching": False}
+
+
 @dataclass(frozen=True)
 class ScoreCall:
     """One vLLM request scoring continuation ``continuation`` of request ``request``:

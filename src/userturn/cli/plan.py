@@ -213,6 +213,7 @@ def _dry_run_probe(cfg: RunConfig, out: Path, jobs: list[Job]) -> int:
             f"({n_items} items) x perturbations={cfg.perturbations}"
         )
         say(f"contexts to score: {max(0, contexts - stored)} ({stored} stored); no judge calls")
+        say(_scored_tokens(cfg, jobs))
         return 0
     temp = cfg.temperatures[0]
     convs = n_items * samples_at(temp, cfg.samples) * len(cfg.models)
@@ -274,3 +275,22 @@ def _slots(cfg: RunConfig, jobs: list[Job], perts: list[str]) -> set[tuple[objec
         for s in range(samples_at(t, cfg.samples))
         for p in perts
     }
+
+
+def _scored_tokens(cfg: RunConfig, jobs: list[Job]) -> str:
+    """How many tokens the likelihood probe scores (all contexts, stored ones included),
+    estimated from characters: a dry run loads no tokenizer."""
+    from userturn.run.likelihood_plan import CHARS_PER_TOKEN, scored_characters
+
+    conts = chars = 0
+    for job in jobs:
+        for item in job.items:
+            n, c = scored_characters(item, job.items)
+            conts, chars = conts + n, chars + c
+    factor = len(cfg.models) * len(cfg.perturbations)
+    tokens = round(chars * factor / CHARS_PER_TOKEN)
+    return (
+        f"scored: {conts * factor} continuations, about {tokens} tokens "
+        f"({chars * factor} characters at {CHARS_PER_TOKEN:g} per token), each after its "
+        "prompt under the user header, the assistant header and 3 counterfactual answers"
+    )

@@ -31,6 +31,7 @@ from typing import Literal
 import numpy as np
 
 from userturn.judges import offline_cues as cue
+from userturn.judges.challenge import challenges_answer
 from userturn.judges.rules_features import (
     TextFeatures,
     char_grams,
@@ -218,7 +219,8 @@ def measure_turn(messages: Sequence[Message], turn: str) -> Measured:
         **_acts(turn, head, rules, ex),
         **_surface(rules),
     }
-    return Measured(rules=rules, values=values, challenges_answer=bool(values["challenge"]))
+    flagged = challenges_answer(messages, turn)  # the validated detector, not the feature cue
+    return Measured(rules=rules, values=values, challenges_answer=flagged)
 
 
 def _copying(turn: str, messages: Sequence[Message]) -> dict[str, float]:

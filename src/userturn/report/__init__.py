@@ -53,7 +53,8 @@ CAPTIONS = {
     "rollout_turns": "Rollouts: the genuine rate at each user turn, and the share of "
     "conversations still genuine at every turn so far.",
     "likelihood": "Likelihood probe: how often the real next user turn outscores every "
-    "degenerate candidate, and by how much (mean per-token log-likelihood).",
+    "degenerate candidate, and by how much (mean per-token log-likelihood; the secondary "
+    "ranking, see the likelihood table for answer PMI and role contrast).",
 }
 KEEP = (
     "id",
@@ -75,6 +76,12 @@ KEEP = (
     "candidates",
     "prefers_real",
     "margin",
+    "counterfactuals",
+    "pmi_real",
+    "pmi_unrelated",
+    "role_real",
+    "role_opening",
+    "excluded",
 )
 
 

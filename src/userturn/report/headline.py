@@ -87,6 +87,8 @@ def _likelihood(a: Analysis) -> Headline | None:
         [
             c.model,
             c.dataset,
+            rate_ci(c.pmi_share, c.pmi_share_ci_low, c.pmi_share_ci_high),
+            rate_ci(c.role_share, c.role_share_ci_low, c.role_share_ci_high),
             rate_ci(c.preference_accuracy, c.preference_ci_low, c.preference_ci_high),
             _margin(c),
             _accuracy(acc.get((c.model, c.dataset, c.config))),
@@ -97,11 +99,16 @@ def _likelihood(a: Analysis) -> Headline | None:
     return Headline(
         "likelihood",
         "Likelihood probe (no judge)",
-        ["model", "dataset", "real turn preferred", "margin, nats/token", "accuracy", "contexts"],
+        [
+            *("model", "dataset", "answer PMI > 0", "role contrast > 0"),
+            *("ranking: real preferred", "margin, nats/token", "accuracy", "contexts"),
+        ],
         rows,
-        "Preferred: contexts where the model scores the real next user turn above every "
-        "degenerate one. Margin: real minus the best degenerate, mean per-token "
-        "log-likelihood. 95% CIs.",
+        "Answer PMI > 0: contexts whose real next user turn is more likely after the real "
+        "answer than after counterfactual ones. Role contrast > 0: contexts where it is more "
+        "likely as a user turn than as an assistant turn. Ranking (secondary): the real turn "
+        "above every degenerate one by mean per-token log-likelihood, which copies win. "
+        "95% CIs.",
     )
 
 

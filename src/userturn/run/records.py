@@ -319,6 +319,40 @@ class CellSummary:
     margin: float | None = None
     margin_ci_low: float | None = None
     margin_ci_high: float | None = None
+    likelihood_version: str | None = None
+    """The likelihood records' candidates version (``2``: the measures below)."""
+    likelihood_excluded: int = 0
+    """Contexts left out: their reference turn equals a turn of the context."""
+    pmi_share: float | None = None
+    """Answer PMI of the real next turn: share of contexts above 0 (Wilson CI)."""
+    pmi_share_ci_low: float | None = None
+    pmi_share_ci_high: float | None = None
+    pmi_mean: float | None = None
+    """Mean answer PMI of the real next turn, nats (bootstrap CI over contexts)."""
+    pmi_mean_ci_low: float | None = None
+    pmi_mean_ci_high: float | None = None
+    pmi_control_share: float | None = None
+    """The same share for the unrelated-request control."""
+    pmi_control_mean: float | None = None
+    pmi_excess_share: float | None = None
+    """``pmi_share`` minus ``pmi_control_share`` (paired bootstrap CI over contexts)."""
+    pmi_excess_share_ci_low: float | None = None
+    pmi_excess_share_ci_high: float | None = None
+    pmi_excess_mean: float | None = None
+    """Mean of (real minus control) answer PMI per context, nats."""
+    pmi_excess_mean_ci_low: float | None = None
+    pmi_excess_mean_ci_high: float | None = None
+    role_share: float | None = None
+    """Role contrast of the real next turn (user minus assistant header): share above 0."""
+    role_share_ci_low: float | None = None
+    role_share_ci_high: float | None = None
+    role_mean: float | None = None
+    role_mean_ci_low: float | None = None
+    role_mean_ci_high: float | None = None
+    role_auc: float | None = None
+    """AUC of the role contrast, real next turn against the answer's opening."""
+    role_auc_ci_low: float | None = None
+    role_auc_ci_high: float | None = None
     survival: float | None = None
     survival_ci_low: float | None = None
     survival_ci_high: float | None = None
