@@ -27,12 +27,13 @@ from userturn.datasets import load_dataset
 from userturn.errors import UserError, read_text
 from userturn.judges import Judge, load_judge
 from userturn.perturb import load_perturbation
+from userturn.run.events import AnswerEvent, LikelihoodEvent, UserEvent
 from userturn.run.executors import Job, make_executor
 from userturn.run.judge_stage import JudgeTally, judge_rows
 from userturn.run.outputs import KEPT, manifest, write_json, write_manifest, write_outputs
 from userturn.run.records import AnswerRecord, CellSummary, UserTurnRecord, content_key
 from userturn.run.store import STORE_NAME, Store, hold, open_run
-from userturn.run.worker import AnswerEvent, LikelihoodEvent, UserEvent, samples_at
+from userturn.run.worker import samples_at
 from userturn.types import Item
 
 log = logging.getLogger(__name__)

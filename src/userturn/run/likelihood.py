@@ -24,20 +24,17 @@ every record stores its candidates, conditions and scores.
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import asdict, dataclass, replace
 from typing import Any, ClassVar, Literal
 
-from userturn.run.likelihood_plan import Counterfactual, scored_text
+from userturn.run.likelihood_plan import Counterfactual, opening, scored_text
 from userturn.types import Item, Message, ScoreRequest, ScoreResult
 
 CANDIDATES_VERSION = "2"
 """2: answer PMI and role contrast, no end marker scored; 1: the ranking alone."""
-OPENING_WORDS = 40
 CandidateKind = Literal[
     "real", "previous_turn_restate", "assistant_turn_restate", "new_task_prompt"
 ]
-_SENTENCE = re.compile(r"(.+?[.!?])(\s|$)", re.S)
 
 
 @dataclass(frozen=True)
@@ -56,15 +53,6 @@ class ScoredCandidate:
     def mean(self) -> float:
         """Mean per-token log-likelihood: comparable across candidates of any length."""
         return self.logprob / max(self.n_tokens, 1)
-
-
-def opening(answer: str) -> str:
-    """The assistant answer's first sentence, at most ``OPENING_WORDS`` words."""
-    text = answer.strip()
-    match = _SENTENCE.match(text)
-    first = match.group(1) if match else text
-    words = first.split()
-    return " ".join(words[:OPENING_WORDS])
 
 
 def unrelated_item(item: Item, pool: list[Item]) -> Item | None:

@@ -158,7 +158,18 @@ def scored_characters(item: Item, pool: list[Item]) -> tuple[int, int]:
                   for m in it.messages if m["role"] == "user"), "")  # fmt: skip
     parts = [(item.reference_turn, 2 + n_cf), (other, 1 + n_cf), (users[-1], 1)]
     if given is not None:
-        from userturn.run.likelihood import opening
-
         parts.append((opening(given), 2))
     return sum(k for _, k in parts), sum(len(text) * k for text, k in parts)
+
+
+OPENING_WORDS = 40
+_SENTENCE = re.compile(r"(.+?[.!?])(\s|$)", re.S)
+
+
+def opening(answer: str) -> str:
+    """The assistant answer's first sentence, at most ``OPENING_WORDS`` words."""
+    text = answer.strip()
+    match = _SENTENCE.match(text)
+    first = match.group(1) if match else text
+    words = first.split()
+    return " ".join(words[:OPENING_WORDS])

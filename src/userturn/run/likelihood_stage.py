@@ -11,10 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+from userturn.backends import Backend
 from userturn.chat import UserPrompt, user_turn_prompt
+from userturn.chat_markers import TurnMarkers
+from userturn.chat_template import ChatTemplate
+from userturn.config import RunConfig
 from userturn.perturb import Perturbation
+from userturn.run.events import AnswerEvent, LikelihoodEvent
 from userturn.run.likelihood import (
     CANDIDATES_VERSION,
     LikelihoodRecord,
@@ -31,20 +36,36 @@ from userturn.run.likelihood_plan import (
     counterfactuals,
     with_answer,
 )
+from userturn.run.records import AnswerRecord
 from userturn.types import Item, Message, ScoreRequest
 
-if TYPE_CHECKING:
-    from userturn.run.worker import AnswerEvent, ItemWorker, LikelihoodEvent
+
+class ScoringWorker(Protocol):
+    """What this stage reads from the worker (``run.worker.ItemWorker``), named here so
+    that the stage does not import the worker that calls it."""
+
+    backend: Backend
+    cfg: RunConfig
+    config_id: str
+    kwargs: dict[str, Any]
+    template: ChatTemplate
+    markers: TurnMarkers
+    perturbations: list[Perturbation]
+
+    def user_context(
+        self, item: Item, answer: AnswerRecord, pert: Perturbation
+    ) -> tuple[list[Message], dict[str, Any] | None]: ...
+
+    def record_key(self, dataset: str, prompt_sha: str, stage: str, *parts: Any) -> str: ...
+
 
 EXCLUDED_COPY = "the reference turn equals a turn of the context"
 
 
 def likelihood_events(
-    worker: ItemWorker, answers: list[AnswerEvent], pool: list[Item], done: set[str]
+    worker: ScoringWorker, answers: list[AnswerEvent], pool: list[Item], done: set[str]
 ) -> Iterator[LikelihoodEvent]:
     """Score each context's candidates under every condition (no sampling)."""
-    from userturn.run.worker import LikelihoodEvent
-
     plan: list[tuple[list[ScoreRequest], LikelihoodRecord]] = []
     for ev in answers:
         for pert in worker.perturbations:
@@ -76,7 +97,7 @@ def likelihood_events(
 
 
 def _planned(
-    worker: ItemWorker, ev: AnswerEvent, pert: Perturbation, pool: list[Item]
+    worker: ScoringWorker, ev: AnswerEvent, pert: Perturbation, pool: list[Item]
 ) -> tuple[list[ScoreRequest], LikelihoodRecord] | None:
     """A context's requests and its unscored record; None when it has no real turn."""
     ctx, _ = worker.user_context(ev.item, ev.record, pert)
@@ -110,7 +131,7 @@ def _planned(
     return reqs, replace(rec, candidates=scored)
 
 
-def _user_prompt(worker: ItemWorker, ctx: list[Message]) -> UserPrompt:
+def _user_prompt(worker: ScoringWorker, ctx: list[Message]) -> UserPrompt:
     return user_turn_prompt(
         worker.template,
         ctx,
@@ -121,7 +142,7 @@ def _user_prompt(worker: ItemWorker, ctx: list[Message]) -> UserPrompt:
 
 
 def _record(
-    worker: ItemWorker,
+    worker: ScoringWorker,
     ev: AnswerEvent,
     pert: Perturbation,
     ctx: list[Message],

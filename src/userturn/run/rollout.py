@@ -42,10 +42,11 @@ from userturn.chat import (
 from userturn.config import RunConfig
 from userturn.judges import Judge
 from userturn.run import driver
+from userturn.run.events import AnswerEvent
 from userturn.run.judge_stage import JudgeTally, judge_input, judge_rows
 from userturn.run.records import AnswerRecord, UserTurnRecord, derive_seed
 from userturn.run.store import Store
-from userturn.run.worker import AnswerEvent, ItemWorker, samples_at
+from userturn.run.worker import ItemWorker, samples_at
 from userturn.types import GenRequest, Judgment, Message
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from userturn.backends import Backend
@@ -34,7 +34,7 @@ from userturn.config import RunConfig
 from userturn.datasets import Dataset
 from userturn.errors import UserError
 from userturn.perturb import Perturbation, load_perturbation
-from userturn.run.likelihood import LikelihoodRecord
+from userturn.run.events import AnswerEvent, Event, LikelihoodEvent, UserEvent
 from userturn.run.records import AnswerRecord, UserTurnRecord, content_key, derive_seed
 from userturn.types import GenRequest, GenResult, Item, Message, SamplingParams
 
@@ -44,29 +44,6 @@ log = logging.getLogger(__name__)
 def samples_at(temperature: float, k: int) -> int:
     """One sample per context at T=0: k copies of a greedy output are not k samples."""
     return 1 if temperature == 0 else k
-
-
-@dataclass(frozen=True)
-class AnswerEvent:
-    record: AnswerRecord
-    item: Item
-    generated: bool
-    """False when the answer was already stored or is given by the dataset."""
-
-
-@dataclass(frozen=True)
-class UserEvent:
-    record: UserTurnRecord
-    generated: bool
-
-
-@dataclass(frozen=True)
-class LikelihoodEvent:
-    record: LikelihoodRecord
-    generated: bool
-
-
-Event = AnswerEvent | UserEvent | LikelihoodEvent
 
 
 def check_capabilities(backend: Backend, cfg: RunConfig) -> None:

@@ -14,8 +14,8 @@ from typing import Any, Protocol
 from userturn.config import RunConfig
 from userturn.datasets import Dataset
 from userturn.errors import missing_extra
+from userturn.run.events import Event
 from userturn.run.records import AnswerRecord
-from userturn.run.worker import Event
 from userturn.types import Item
 
 
