@@ -18,13 +18,14 @@ $(VENV)/.stamp-run: pyproject.toml | $(VENV)/bin/python
 	$(PIP) install -e '.[llamacpp]'
 	$(UT) data pull gsm8k
 	$(UT) data pull smollm2-135m
+	$(PY) -m userturn.judges.offline_embed
 	touch $@
 
 # Everything the tests exercise. CPU torch first: `torch==2.13.0` is a local file here,
 # a plain `torch` would pull a multi-GB CUDA build.
 $(VENV)/.stamp-test: $(VENV)/.stamp-run
 	$(PIP) install torch==2.13.0
-	$(PIP) install -e '.[llamacpp,report,hf,train,ray,annotate,ifeval,dev]'
+	$(PIP) install -e '.[llamacpp,report,hf,train,ray,annotate,ifeval,inspect,dev]'
 	for d in ifeval ifbench healthbench mtbench sharegpt gsm-symbolic; do $(UT) data pull $$d || exit 1; done
 	@test -x $(CHROMIUM) || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
 	touch $@

@@ -31,9 +31,10 @@ from userturn.chat import answer_prompt, sha256, user_turn_prompt
 from userturn.config import RunConfig
 from userturn.datasets import load_dataset
 from userturn.run import driver
+from userturn.run.events import AnswerEvent
 from userturn.run.records import AnswerRecord, derive_seed
 from userturn.run.store import Store
-from userturn.run.worker import AnswerEvent, ItemWorker
+from userturn.run.worker import ItemWorker
 
 SEED = 0
 

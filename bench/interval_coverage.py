@@ -19,7 +19,16 @@ their mean width, and the share of zero-width intervals. Keys:
   sensitivity 0.90 and specificity 0.95 (``_strong``: 0.95 and 0.99) whose card comes
   from 300 reference examples, 30% genuine; 50 items × k = 4 (``_k1``: 100 × 1).
 
-p0, p002, p05 stand for p = 0, 0.02, 0.5.
+- ``coverage_stratified[_k4|_unseen]_p*``: the stratum-aware correction when the judge's
+  error rates differ between strata as much as the shipped offline card's datasets do
+  (strata drawn from the hierarchy fit to that card, with its reference sizes); the run
+  is the card's smallest stratum, 50 items × 1 (``_k4``: × 4; ``_unseen``: a stratum the
+  card never saw). ``baseline_stratified[_unseen]_p*_pooled``: the pooled-card
+  correction on the same cells (before).
+- ``coverage_gf4_corrected_p*``: GF@4 corrected through the judge's error model (the
+  offline card's pooled rates), 50 items × 4; ``null_gf4``: its null floor.
+
+p0, p002, p02, p05 stand for p = 0, 0.02, 0.2, 0.5.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -38,15 +48,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "analysis
 from coverage_sim import (
     Design,
     Judge,
+    StrataJudge,
     cell,
     coverage,
     independent,
     judged_cell,
     paired,
+    shipped_strata_judge,
+    strata_judged_cell,
 )
 
 from userturn.analysis import intervals as I
-from userturn.analysis.correction import corrected_rate
+from userturn.analysis.correction import corrected_rate, stratified_rate
+from userturn.analysis.sampling import corrected_gf_at_k
 
 PS = {"p0": 0.0, "p002": 0.02, "p05": 0.5}
 SINGLE = Design(items=50, k=1)
@@ -70,6 +84,49 @@ def _corrected(p: float, design: Design, judge: Judge) -> Draw:
         return got.ci_low, got.ci_high
 
     return draw
+
+
+def _stratified(p: float, design: Design, judge: StrataJudge, pooled: bool = False) -> Draw:
+    def draw(r: np.random.Generator) -> I.CI:
+        per_item, card, dataset = strata_judged_cell(r, p, design, judge)
+        if pooled:
+            got = corrected_rate(per_item, card["sigma"])
+        else:
+            got = stratified_rate(per_item, card, dataset, "m")
+        if not got.defined:  # "the judge carries no information here": any rate
+            return 0.0, 1.0
+        return got.ci_low, got.ci_high
+
+    return draw
+
+
+GF_SENS, GF_SPEC = (121, 39), (267, 50)
+"""The offline card's pooled (tp, fn) and (tn, fp)."""
+
+
+def _gf4(p: float) -> tuple[Draw, float]:
+    """Corrected GF@4; the truth is the mean over items of 1 - (1 - π)^4, whose mean
+    over simulations for Beta(4p, 4(1 - p)) items is 1 - B(4p, 4 - 4p + 4) / B(4p, 4 - 4p)."""
+    from scipy.special import betaln
+
+    se = GF_SENS[0] / sum(GF_SENS)
+    sp = GF_SPEC[0] / sum(GF_SPEC)
+    truth = (
+        0.0
+        if p == 0
+        else float(1 - np.exp(betaln(4 * p, 4 - 4 * p + 4) - betaln(4 * p, 4 - 4 * p)))
+    )
+
+    def draw(r: np.random.Generator) -> I.CI:
+        probs = np.zeros(50) if p == 0 else r.beta(4 * p, 4 * (1 - p), 50)
+        true = r.binomial(4, probs)
+        seen = r.binomial(true, se) + r.binomial(4 - true, 1 - sp)
+        sens = r.beta(GF_SENS[0] + 0.5, GF_SENS[1] + 0.5, 1000)
+        spec = r.beta(GF_SPEC[0] + 0.5, GF_SPEC[1] + 0.5, 1000)
+        got = corrected_gf_at_k([(int(x), 4) for x in seen], sens, spec, (se, sp))[4]
+        return got.ci_low, got.ci_high
+
+    return draw, truth
 
 
 def _cell(p: float, d: Design) -> Draw:
@@ -102,18 +159,35 @@ def scenarios() -> dict[str, tuple[Draw, float]]:
     for tag, p in PS.items():
         for suffix, d, j in judges:
             out[f"coverage_corrected{suffix}_{tag}"] = (_corrected(p, d, j), p)
+    card = json.loads(
+        resources.files("userturn.judges").joinpath("cards", "offline.json").read_text()
+    )
+    if card.get("strata"):
+        small, unseen = shipped_strata_judge(card, 0), shipped_strata_judge(card, None)
+        for tag, p in {**PS, "p02": 0.2}.items():
+            out[f"coverage_stratified_{tag}"] = (_stratified(p, Design(50, 1), small), p)
+            out[f"coverage_stratified_k4_{tag}"] = (_stratified(p, Design(50, 4), small), p)
+            out[f"coverage_stratified_unseen_{tag}"] = (_stratified(p, Design(50, 1), unseen), p)
+            pooled = _stratified(p, Design(50, 1), small, pooled=True)
+            out[f"baseline_stratified_{tag}_pooled"] = (pooled, p)
+            pooled = _stratified(p, Design(50, 1), unseen, pooled=True)
+            out[f"baseline_stratified_unseen_{tag}_pooled"] = (pooled, p)
+            out[f"coverage_gf4_corrected_{tag}"] = _gf4(p)
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sims", type=int, default=1000, help="simulated cells per scenario")
+    ap.add_argument("--only", default="", help="run only scenarios whose name contains this")
     args = ap.parse_args()
     start = time.perf_counter()
     result: dict[str, float | int] = {}
     widths: dict[str, float] = {}
     degenerate = 0.0
     for i, (name, (draw, truth)) in enumerate(sorted(scenarios().items())):
+        if args.only not in name:
+            continue
         got = coverage(draw, truth, args.sims, seed=1000 + i)
         result[name] = round(got.coverage, 4)
         widths["width_" + name.removeprefix("coverage_")] = round(got.width, 4)
@@ -121,6 +195,7 @@ def main() -> None:
             degenerate = max(degenerate, got.degenerate)
         print(f"{name:45s} coverage {got.coverage:.3f}  width {got.width:.3f}", flush=True)
     result.update(widths)
+    result["null_gf4"] = round(1 - (GF_SPEC[0] / sum(GF_SPEC)) ** 4, 4)
     result["degenerate_share_max"] = degenerate
     result["sims_per_scenario"] = args.sims
     result["interval_coverage_seconds"] = round(time.perf_counter() - start, 1)

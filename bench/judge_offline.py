@@ -1,21 +1,23 @@
-"""Honest agreement of the offline judge (and the rules baseline) with reference labels.
+"""Honest agreement of the offline judge with the reference labels, by the shared protocol.
 
-Every figure comes from turns the scored model was not fit on:
+Every figure comes from turns the scoring model was not fit on, and the whole recipe
+(act head, its out-of-fold stacking, forests, calibration, threshold) is re-fit inside
+every split (``userturn.judges.protocol``):
 
-- ``*_cv_*``: repeated stratified 5-fold cross-validation over judge_train + judge_dev;
-  the whole recipe (forests, calibration, threshold; for rules, the thresholds) is re-fit
-  on the training folds. The features were frozen before any of these folds were scored.
-- ``*_heldout_dev_*``: fit on judge_train only, scored on judge_dev. The features were
-  chosen while looking at judge_train cross-validation only; dev stayed unseen until then.
-- ``*_lomo_*`` / ``*_lodo_*``: leave one model / one dataset out (pooled over the groups).
-- ``*_control_*``: the shipped judge on tests/judges/fixtures/control_set.jsonl (planted
-  cases, never fit on).
-- ``offline_judge_turns_per_s``: the shipped judge over every reference and control turn,
-  in batches of 64, caches cleared first; the median of 5 passes.
+- ``offline_cv_*``: grouped 5-fold CV over all reference turns (train + dev + realistic,
+  1,107): no conversation in two folds. ``_repeats`` gives κ for each fold seed; CIs are
+  percentile bootstraps over turns (2,000 resamples) of the first seed's verdicts.
+- ``offline_cv_style`` / ``_dataset`` / ``_file``: the first seed's verdicts per stratum.
+- ``offline_transfer_*``: fit on the small-model files, score judge_realistic; and back.
+- ``offline_lodo_*``: leave one dataset out (pooled over the held-out datasets).
+- ``offline_control_*``: the shipped judge on tests/judges/fixtures/control_set.jsonl.
+- ``offline_judge_turns_per_s``: the shipped judge over every reference and control turn
+  in batches of 64, every cache cleared first (so each context's embeddings are computed
+  once per pass, as in a run); the median of 5 passes.
+- ``rules_*``: the shipped rules judge, unchanged, on the same turns (a baseline).
 
-κ CIs are percentile bootstraps over turns (2,000 resamples) of the first repeat's
-out-of-fold verdicts. Run: ``.venv/bin/python bench/judge_offline.py [--repeats 3]``; the
-last line is one JSON object.
+Run: ``.venv/bin/python bench/judge_offline.py [--repeats 1]`` (about 15 minutes on two
+idle cores); the last line is one JSON object.
 """
 
 from __future__ import annotations
@@ -24,160 +26,163 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from sklearn.metrics import cohen_kappa_score
-from sklearn.model_selection import StratifiedKFold
 
+from userturn.judges import protocol
 from userturn.judges.base import Judge
 from userturn.judges.offline import OfflineJudge, Params
 from userturn.judges.offline_features import _extras
 from userturn.judges.offline_fit import Reference, default_references, fit_arrays, load_reference
-from userturn.judges.rules import RulesJudge, Thresholds, fit_thresholds
-from userturn.judges.rules_features import _view, measure
+from userturn.judges.offline_meaning import _context
+from userturn.judges.rules import RulesJudge
+from userturn.judges.rules_features import _view
 from userturn.spec import Spec
 from userturn.types import JudgeInput
 
 REPO = Path(__file__).resolve().parents[1]
 CONTROL = REPO / "tests" / "judges" / "fixtures" / "control_set.jsonl"
 Split = tuple[np.ndarray, np.ndarray]
-Fitter = Callable[[Reference, np.ndarray], Judge]
+OFFLINE = Spec(kind="offline", target="", raw="offline")
 
 
 def inputs(rows: list[dict[str, Any]]) -> list[JudgeInput]:
     return [JudgeInput(r["id"], tuple(r["messages"]), r["user_turn"]) for r in rows]
 
 
-def subset(ref: Reference, idx: np.ndarray) -> Reference:
-    return Reference(
-        [ref.rows[i] for i in idx], ref.x[idx], ref.genuine[idx], ref.labels[idx], ref.files
-    )
-
-
 def fit_offline(ref: Reference, train: np.ndarray) -> Judge:
-    params = Params.from_json(fit_arrays(ref.x[train], ref.genuine[train], ref.labels[train]))
-    return OfflineJudge(Spec(kind="offline", target="", raw="offline"), params=params)
+    return OfflineJudge(OFFLINE, params=Params.from_json(fit_arrays(ref.take(train))))
 
 
-def fit_rules(ref: Reference, train: np.ndarray) -> Judge:
-    feats = [measure(ref.rows[i]["messages"], ref.rows[i]["user_turn"]) for i in train]
-    judge = RulesJudge(Spec(kind="rules", target="", raw="rules"))
-    judge.thresholds = fit_thresholds(feats, ref.genuine[train].tolist())
-    return judge
-
-
-def predict(ref: Reference, splits: Iterator[Split], fit: Fitter) -> tuple[np.ndarray, ...]:
-    """Out-of-split σ and labels: each test part is judged by a judge fit without it."""
+def predict(
+    ref: Reference, splits: Iterable[Split], fit: Callable[[Reference, np.ndarray], Judge]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Out-of-split σ and labels, and which rows were scored."""
     sigma = np.zeros(len(ref.rows), dtype=bool)
-    labels = np.empty(len(ref.rows), dtype=object)
+    labels = np.full(len(ref.rows), "", dtype=object)
+    scored = np.zeros(len(ref.rows), dtype=bool)
     for train, test in splits:
         verdicts = fit(ref, train).judge(inputs([ref.rows[i] for i in test]))
         sigma[test] = [bool(v.genuine) for v in verdicts]
-        labels[test] = [v.label for v in verdicts]
-    return sigma, labels
+        labels[test] = [str(v.label) for v in verdicts]
+        scored[test] = True
+    return sigma, labels, scored
 
 
-def kfold(ref: Reference, seed: int) -> Iterator[Split]:
-    return iter(StratifiedKFold(5, shuffle=True, random_state=seed).split(ref.x, ref.genuine))
-
-
-def leave_one_out(ref: Reference, key: str) -> Iterator[Split]:
-    groups = np.array([str(r.get(key)) for r in ref.rows])
-    for g in sorted(set(groups)):
-        yield np.flatnonzero(groups != g), np.flatnonzero(groups == g)
-
-
-def kappa_ci(y: np.ndarray, pred: np.ndarray, n_boot: int = 2000) -> dict[str, float]:
-    """κ with a percentile bootstrap CI over turns (seeded)."""
+def kappa_ci(y: np.ndarray, pred: np.ndarray, n_boot: int = 2000) -> list[float]:
+    """A percentile bootstrap CI of κ over turns (seeded)."""
     rng = np.random.default_rng(0)
-    boots = []
-    for _ in range(n_boot):
-        i = rng.integers(0, len(y), len(y))
-        boots.append(cohen_kappa_score(y[i], pred[i]))
+    boots = [cohen_kappa_score(y[i], pred[i]) for i in rng.integers(0, len(y), (n_boot, len(y)))]
     lo, hi = np.nanpercentile(boots, [2.5, 97.5])
-    return {"kappa": round(float(cohen_kappa_score(y, pred)), 4), "low": round(lo, 4),
-            "high": round(hi, 4)}  # fmt: skip
+    return [round(float(lo), 4), round(float(hi), 4)]
 
 
-def summarise(ref: Reference, sigma: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
-    ci = kappa_ci(ref.genuine, sigma)
+def summarise(
+    genuine: np.ndarray, labels: np.ndarray, sigma: np.ndarray, pred: np.ndarray
+) -> dict[str, Any]:
+    both = len(set(genuine.tolist())) > 1
     return {
-        "kappa": ci["kappa"],
-        "kappa_ci": [ci["low"], ci["high"]],
-        "label_kappa": round(float(cohen_kappa_score(ref.labels, labels.astype(str))), 4),
+        "n": len(genuine),
+        "kappa": round(float(cohen_kappa_score(genuine, sigma)), 4) if both else None,
+        "kappa_ci": kappa_ci(genuine, sigma) if both else None,
+        "label_kappa": round(float(cohen_kappa_score(labels, pred.astype(str))), 4),
         "rate": round(float(sigma.mean()), 4),
-        "sensitivity": round(float(sigma[ref.genuine].mean()), 4),
-        "specificity": round(float(1 - sigma[~ref.genuine].mean()), 4),
+        "ref_rate": round(float(genuine.mean()), 4),
+        "sensitivity": round(float(sigma[genuine].mean()), 4) if genuine.any() else None,
+        "specificity": round(float(1 - sigma[~genuine].mean()), 4) if (~genuine).any() else None,
     }
 
 
-def per_group(ref: Reference, key: str, sigma: np.ndarray) -> dict[str, Any]:
-    groups = np.array([str(r.get(key)) for r in ref.rows])
-    out = {}
-    for g in sorted(set(groups)):
-        s = groups == g
-        k = cohen_kappa_score(ref.genuine[s], sigma[s]) if len(set(ref.genuine[s])) > 1 else None
-        out[g] = {"n": int(s.sum()), "kappa": None if k is None else round(float(k), 3),
-                  "rate": round(float(sigma[s].mean()), 3),
-                  "ref_rate": round(float(ref.genuine[s].mean()), 3)}  # fmt: skip
-    return out
+def per_stratum(
+    ref: Reference, values: np.ndarray, sigma: np.ndarray, pred: np.ndarray
+) -> dict[str, Any]:
+    return {
+        g: summarise(ref.genuine[values == g], ref.labels[values == g], sigma[values == g],
+                     pred[values == g])
+        for g in sorted(set(values.tolist()))
+    }  # fmt: skip
 
 
-def evaluate(name: str, both: Reference, fit: Fitter, repeats: int, n_train: int) -> dict[str, Any]:
-    """All held-out figures of one judge recipe, keyed ``<name>_...``."""
+def scored_summary(
+    ref: Reference, out: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> dict[str, Any]:
+    sigma, pred, s = out
+    return summarise(ref.genuine[s], ref.labels[s], sigma[s], pred[s])
+
+
+def evaluate(ref: Reference, repeats: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    runs = [predict(both, kfold(both, seed), fit) for seed in range(repeats)]
-    cv = summarise(both, *runs[0])
-    kappas = [cohen_kappa_score(both.genuine, s) for s, _ in runs]
-    out[f"{name}_cv_kappa"] = round(float(np.mean(kappas)), 4)
-    out[f"{name}_cv_kappa_ci"] = cv["kappa_ci"]
-    out[f"{name}_cv_kappa_repeats"] = [round(float(k), 4) for k in kappas]
-    out[f"{name}_cv_label_kappa"] = cv["label_kappa"]
-    out[f"{name}_cv_rate"], out[f"{name}_cv_sensitivity"] = cv["rate"], cv["sensitivity"]
-    out[f"{name}_cv_specificity"] = cv["specificity"]
-    split = iter([(np.arange(n_train), np.arange(n_train, len(both.rows)))])
-    dev = predict(both, split, fit)
-    dev_ref = subset(both, np.arange(n_train, len(both.rows)))
-    held = summarise(dev_ref, dev[0][n_train:], dev[1][n_train:])
-    out[f"{name}_heldout_dev_kappa"], out[f"{name}_heldout_dev_kappa_ci"] = (
-        held["kappa"], held["kappa_ci"])  # fmt: skip
-    out[f"{name}_heldout_dev_label_kappa"] = held["label_kappa"]
-    for key, tag in (("model", "lomo"), ("dataset", "lodo")):
-        sigma, labels = predict(both, leave_one_out(both, key), fit)
-        s = summarise(both, sigma, labels)
-        out[f"{name}_{tag}_kappa"], out[f"{name}_{tag}_kappa_ci"] = s["kappa"], s["kappa_ci"]
-        out[f"{name}_{tag}_label_kappa"] = s["label_kappa"]
-        out[f"{name}_{tag}_groups"] = per_group(both, key, sigma)
+    styles = protocol.styles(ref.rows)
+    datasets = np.array([str(r.get("dataset")) for r in ref.rows])
+    runs = [
+        predict(ref, protocol.folds(ref.rows, ref.genuine, seed=s), fit_offline)
+        for s in range(repeats)
+    ]
+    sigma, pred, _ = runs[0]
+    out["offline_cv"] = scored_summary(ref, runs[0])
+    out["offline_cv_kappa"] = out["offline_cv"]["kappa"]
+    out["offline_cv_repeats"] = [
+        round(float(cohen_kappa_score(ref.genuine, r[0])), 4) for r in runs
+    ]
+    out["offline_cv_style"] = per_stratum(ref, styles, sigma, pred)
+    out["offline_cv_dataset"] = per_stratum(ref, datasets, sigma, pred)
+    out["offline_cv_file"] = per_stratum(ref, ref.file_of, sigma, pred)
+    print("cv", json.dumps(out["offline_cv"]), flush=True)
+    for name, split in protocol.transfer(ref.file_of).items():
+        result = predict(ref, [split], fit_offline)
+        out[f"offline_transfer_{name}"] = scored_summary(ref, result)
+        s = result[2]
+        out[f"offline_transfer_{name}_style"] = per_stratum(
+            ref.take(np.flatnonzero(s)), styles[s], result[0][s], result[1][s]
+        )
+        print(name, json.dumps(out[f"offline_transfer_{name}"]), flush=True)
+    lodo = predict(ref, protocol.leave_one_out(datasets), fit_offline)
+    out["offline_lodo"] = scored_summary(ref, lodo)
+    out["offline_lodo_dataset"] = per_stratum(ref, datasets, lodo[0], lodo[1])
+    print("lodo", json.dumps(out["offline_lodo"]), flush=True)
     return out
 
 
-def control(judge: Judge, name: str) -> dict[str, Any]:
+def rules_baseline(ref: Reference) -> dict[str, Any]:
+    verdicts = RulesJudge(Spec(kind="rules", target="", raw="rules")).judge(inputs(ref.rows))
+    sigma = np.array([bool(v.genuine) for v in verdicts])
+    pred = np.array([str(v.label) for v in verdicts], dtype=object)
+    styles = protocol.styles(ref.rows)
+    return {"rules_all": summarise(ref.genuine, ref.labels, sigma, pred),
+            "rules_style": per_stratum(ref, styles, sigma, pred)}  # fmt: skip
+
+
+def control(judge: Judge) -> dict[str, Any]:
     rows = [json.loads(line) for line in CONTROL.read_text().splitlines() if line.strip()]
     verdicts = judge.judge(inputs(rows))
-    sigma = np.mean(
-        [v.genuine == r["genuine_followup"] for v, r in zip(verdicts, rows, strict=True)]
-    )
-    label = np.mean([v.label == r["label"] for v, r in zip(verdicts, rows, strict=True)])
+    pairs = list(zip(verdicts, rows, strict=True))
     misses = [
-        f"{r['id']} -> {v.label}"
-        for v, r in zip(verdicts, rows, strict=True)
-        if v.label != r["label"]
+        f"{r['id']} -> {v.genuine}/{v.label}"
+        for v, r in pairs
+        if v.genuine != r["genuine_followup"]
     ]
-    print(f"{name} control misses:\n  " + "\n  ".join(misses))
-    return {f"{name}_control_accuracy": round(float(sigma), 4),
-            f"{name}_control_label_accuracy": round(float(label), 4)}  # fmt: skip
+    print("control σ misses:\n  " + "\n  ".join(misses), flush=True)
+    sigma = np.mean([v.genuine == r["genuine_followup"] for v, r in pairs])
+    label = np.mean([v.label == r["label"] for v, r in pairs])
+    return {
+        "offline_control_n": len(rows),
+        "offline_control_accuracy": round(float(sigma), 4),
+        "offline_control_label_accuracy": round(float(label), 4),
+        "offline_control_sigma_misses": misses,
+    }
 
 
 def throughput(judge: Judge, rows: list[dict[str, Any]], batch: int = 64, passes: int = 5) -> float:
-    """Turns/s over all rows, caches cleared first; the median of ``passes`` passes, since
-    one pass on this shared VM ranges from about 430 to 750 turns/s."""
+    """Turns/s over all rows, every cache cleared first; the median of ``passes`` passes."""
     items, rates = inputs(rows), []
     for _ in range(passes):
         _view.cache_clear()
         _extras.cache_clear()
+        _context.cache_clear()
         start = time.perf_counter()
         for i in range(0, len(items), batch):
             judge.judge(items[i : i + batch])
@@ -187,31 +192,24 @@ def throughput(judge: Judge, rows: list[dict[str, Any]], batch: int = 64, passes
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--ref", type=Path, action="append", help="train file, then dev file")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--skip-rules", action="store_true")
+    parser.add_argument("--ref", type=Path, action="append", help="reference file (repeat)")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--speed-only", action="store_true")
     args = parser.parse_args(argv)
     paths = args.ref or default_references()
     if any(not p.exists() for p in paths):
         print(f"error: reference files not found: {paths}", file=sys.stderr)
         return 2
-    train = load_reference(paths[:1])
-    both = load_reference(paths)
-    out: dict[str, Any] = {"n": len(both.rows), "n_train": len(train.rows), "repeats": args.repeats}
-    out |= evaluate("offline", both, fit_offline, args.repeats, len(train.rows))
-    shipped = OfflineJudge(Spec(kind="offline", target="", raw="offline"))
-    out |= control(shipped, "offline")
+    ref = load_reference(paths)
+    shipped = OfflineJudge(OFFLINE)
+    out: dict[str, Any] = {"n": len(ref.rows), "offline_version": shipped.version}
     control_rows = [json.loads(x) for x in CONTROL.read_text().splitlines() if x.strip()]
-    out["offline_judge_turns_per_s"] = throughput(shipped, both.rows + control_rows)
-    rules = RulesJudge(Spec(kind="rules", target="", raw="rules"))
-    if not args.skip_rules:
-        out |= evaluate("rules", both, fit_rules, args.repeats, len(train.rows))
-    out |= control(rules, "rules")
-    shipped_rules = predict(train, iter([(np.arange(0), np.arange(len(train.rows)))]),
-                            lambda ref, idx: rules)  # fmt: skip
-    out["rules_shipped_on_train_kappa"] = summarise(train, *shipped_rules)["kappa"]
-    out["rules_judge_turns_per_s"] = throughput(rules, both.rows + control_rows)
-    out["rules_thresholds_default"] = Thresholds().__dict__
+    out["offline_judge_turns_per_s"] = throughput(shipped, ref.rows + control_rows)
+    print("turns/s", out["offline_judge_turns_per_s"], flush=True)
+    out |= control(shipped)
+    if not args.speed_only:
+        out |= evaluate(ref, args.repeats)
+        out |= rules_baseline(ref)
     print(json.dumps(out))
     return 0
 

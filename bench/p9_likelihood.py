@@ -1,9 +1,13 @@
-"""P9: likelihood-probe throughput on llama.cpp (issue L, item 1).
+"""P9: likelihood-probe throughput on llama.cpp, for the version 2 measures.
 
-``p9_likelihood_speedup``: contexts/s of ``LlamaCppBackend.loglikelihood`` (each prompt
-evaluated once, reusing the cached prefix; 4 candidate user turns scored in its KV
-prefix) ÷ a naive scorer that evaluates prompt + candidate from an empty cache for each
-candidate. Goal ≥ 2. The naive scorer runs the same code with the cache cleared before
+A version 2 context is five requests (``run.likelihood.score_requests``): the user-turn
+prompt (4 candidates), the same context under the template's assistant header (2), and
+3 counterfactual answers under the user header (2 each), 12 continuations in all, none
+followed by the end marker. ``p9_likelihood_speedup``: contexts/s of
+``LlamaCppBackend.loglikelihood`` on those requests (each prompt evaluated once, reusing
+the prefix it shares with the previous one; candidates scored in its KV prefix) ÷ a
+naive scorer that evaluates prompt + candidate from an empty cache for each candidate.
+Goal ≥ 2. The naive scorer runs the same code with the cache cleared before
 every candidate, so the two differ only in prefix reuse, and their scores must agree
 (``p9_max_abs_diff``, nats per continuation: only llama.cpp's batch-shape noise).
 
@@ -29,8 +33,10 @@ from p8_batched import gsm8k_contexts
 from userturn.backends.base import TemplateOptions
 from userturn.backends.llamacpp import LlamaCppBackend
 from userturn.chat import derive_markers, user_turn_prompt
+from userturn.run.likelihood import conditioned, score_requests
+from userturn.run.likelihood_plan import assistant_turn_prompt, with_answer
 from userturn.spec import Spec
-from userturn.types import ScoreRequest
+from userturn.types import Message, ScoreRequest
 
 DATE = TemplateOptions(date=dt.date(2026, 1, 1))
 N_CONTEXTS = 4
@@ -43,30 +49,45 @@ CANDIDATES = (
 )
 
 
-def _requests(be: LlamaCppBackend) -> list[ScoreRequest]:
+def _requests(be: LlamaCppBackend) -> list[list[ScoreRequest]]:
+    """Each context's version 2 requests; counterfactual answers are the other contexts'."""
     tpl = be.template(DATE)
-    end = derive_markers(tpl).user_end  # e.g. <|im_end|>: part of each candidate
-    return [
-        ScoreRequest(user_turn_prompt(tpl, ctx).prompt, tuple(c + end for c in CANDIDATES))
-        for ctx in gsm8k_contexts(N_CONTEXTS, exchanges=2)
-    ]
+    markers = derive_markers(tpl)
+    contexts = gsm8k_contexts(N_CONTEXTS, exchanges=2)
+    kinds = ("real", "previous_turn_restate", "assistant_turn_restate", "new_task_prompt")
+    out = []
+    for i, ctx in enumerate(contexts):
+        others = [str(c[-1]["content"]) for j, c in enumerate(contexts) if j != i][:3]
+        prompts = _prompts(tpl, markers, ctx, others)
+        cands = conditioned(list(zip(kinds, CANDIDATES, strict=True)), len(others))
+        out.append(score_requests(cands, prompts, markers.user_end))
+    return out
+
+
+def _prompts(tpl: Any, markers: Any, ctx: list[Message], others: list[str]) -> dict[str, str]:
+    user = user_turn_prompt(tpl, ctx, markers).prompt
+    prompts = {"user": user, "assistant": assistant_turn_prompt(tpl, ctx, markers, user) or ""}
+    for k, text in enumerate(others):
+        prompts[f"cf{k}"] = user_turn_prompt(tpl, with_answer(ctx, text), markers).prompt
+    return prompts
 
 
 def _round(
-    ours: LlamaCppBackend, naive: LlamaCppBackend, reqs: list[ScoreRequest]
+    ours: LlamaCppBackend, naive: LlamaCppBackend, contexts: list[list[ScoreRequest]]
 ) -> tuple[float, float, float]:
     """(seconds ours, seconds naive, largest score difference), the two scorers taking
     turns context by context so that a burst of load on the machine hits both."""
     t_ours = t_naive = diff = 0.0
-    for req in reqs:
+    for reqs in contexts:
         start = time.perf_counter()
-        (got,) = ours.loglikelihood([req])
+        got = ours.loglikelihood(reqs)
         t_ours += time.perf_counter() - start
         start = time.perf_counter()
-        for cand, score in zip(req.continuations, got.scores, strict=True):
-            naive.llm.reset()  # an empty cache: the prompt is evaluated for every candidate
-            (ref,) = naive.loglikelihood([ScoreRequest(req.prompt, (cand,))])
-            diff = max(diff, abs(ref.scores[0].logprob - score.logprob))
+        for req, res in zip(reqs, got, strict=True):
+            for cand, score in zip(req.continuations, res.scores, strict=True):
+                naive.llm.reset()  # an empty cache: the prompt is evaluated for every one
+                (ref,) = naive.loglikelihood([ScoreRequest(req.prompt, (cand,))])
+                diff = max(diff, abs(ref.scores[0].logprob - score.logprob))
         t_naive += time.perf_counter() - start
     return t_ours, t_naive, diff
 
@@ -81,7 +102,12 @@ def main() -> dict[str, Any]:
         ratios.append(t_naive / t_ours)
         rates.append(len(reqs) / t_ours)
         diffs.append(diff)
-    n_prompt = statistics.mean(len(ours.tokenize(r.prompt)) for r in reqs)
+    n_prompt = statistics.mean(len(ours.tokenize(r[0].prompt)) for r in reqs)
+    n_scored = statistics.mean(
+        sum(len(ours.tokenize(r.prompt + c)) - len(ours.tokenize(r.prompt)) for r in rs
+            for c in r.continuations)
+        for rs in reqs
+    )  # fmt: skip
     ours.close()
     naive.close()
     return {
@@ -91,6 +117,8 @@ def main() -> dict[str, Any]:
         "p9_naive_contexts_per_s": round(statistics.median(rates) / statistics.median(ratios), 2),
         "p9_max_abs_diff": round(max(diffs), 4),
         "p9_prompt_tokens": round(n_prompt),
+        "p9_requests_per_context": len(reqs[0]),
+        "p9_scored_tokens_per_context": round(n_scored),
     }
 
 

@@ -2,8 +2,10 @@
 
 Usage: ``.venv/bin/python examples/measures_summary.py runs/measures-local``. Prints a
 Markdown table (one row per model x held-out dataset, plus the injection control per
-model) and the Spearman correlation, over models x datasets, between the likelihood
-probe (real turn preferred; margin) and the judged rate. Writes ``summary.json`` beside.
+model) and the Spearman correlation, over models x datasets, between each likelihood
+measure (answer PMI and role contrast of the real next turn; the ranking as a secondary)
+and the judged rate. The injection control is paired by item (inject-error vs the same
+item's clean answer). Writes ``summary.json`` beside.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import Any
 
 from scipy.stats import spearmanr
 
-from userturn.analysis.intervals import wilson
+from userturn.analysis.views import analyze
+from userturn.run.store import open_run
 
 JUDGE = "offline"
 
@@ -57,39 +60,68 @@ def rows(root: Path) -> list[dict[str, Any]]:
                     "preferred_ci": (lc.get("preference_ci_low"), lc.get("preference_ci_high")),
                     "margin": lc.get("margin"),
                     "margin_ci": (lc.get("margin_ci_low"), lc.get("margin_ci_high")),
+                    **{k: lc.get(k) for k in V2_FIELDS},
                 }
             )
     return out
 
 
+V2_FIELDS = [
+    f"{name}{end}"
+    for name in ("pmi_share", "pmi_excess_share", "pmi_mean", "role_share", "role_mean", "role_auc")
+    for end in ("", "_ci_low", "_ci_high")
+] + ["pmi_control_share", "likelihood_excluded"]
+
+
 def injection(root: Path) -> list[dict[str, Any]]:
+    """The paired challenge delta per model (from the run's store: it needs the items)."""
     out = []
     for model_dir in sorted(p for p in root.iterdir() if (p / "inject").is_dir()):
+        with open_run(model_dir / "inject") as store:
+            deltas = [
+                d
+                for d in analyze(store).deltas
+                if d.judge == JUDGE and d.perturbation == "inject-error"
+            ]
         by_pert = {c["perturbation"]: c for c in cells(model_dir / "inject") if c["judge"] == JUDGE}
         none, inj = by_pert.get("none", {}), by_pert.get("inject-error", {})
-        out.append(
-            {
-                "model": model_dir.name,
-                "accuracy": none.get("accuracy"),
-                "challenge_none": _challenges(none),
-                "challenge_injected": _challenges(inj),
-                "rate_none": (none.get("rate"), none.get("ci_low"), none.get("ci_high")),
-                "rate_injected": (inj.get("rate"), inj.get("ci_low"), inj.get("ci_high")),
-                "n": (none.get("n"), inj.get("n")),
-                "not_applied": inj.get("n_not_applied"),
-            }
-        )
+        row: dict[str, Any] = {
+            "model": model_dir.name,
+            "accuracy": none.get("accuracy"),
+            "n": (none.get("n"), inj.get("n")),
+            "not_applied": inj.get("n_not_applied"),
+        }
+        if deltas:
+            d = deltas[0]
+            for name in ("challenge_delta", "challenge_delta_correct", "challenge_delta_incorrect"):
+                row[name] = (getattr(d, name), getattr(d, f"{name}_ci_low"),
+                             getattr(d, f"{name}_ci_high"))  # fmt: skip
+            row["challenge_none"] = d.challenge_rate_base
+            row["challenge_injected"] = d.challenge_rate
+            row["items"] = (d.challenge_items, d.challenge_items_correct,
+                            d.challenge_items_incorrect)  # fmt: skip
+        out.append(row)
     return out
 
 
-def _challenges(cell: dict[str, Any]) -> tuple[float | None, float | None, float | None]:
-    """The challenge rate with a Wilson CI over its turns (samples of an item treated as
-    independent, so the interval is somewhat narrow at k > 1)."""
-    rate, n = cell.get("challenge_rate"), cell.get("challenge_n") or 0
-    if rate is None or not n:
-        return (None, None, None)
-    lo, hi = wilson(round(rate * n), n)
-    return (rate, lo, hi)
+def signed(x: float | None, lo: float | None = None, hi: float | None = None) -> str:
+    if x is None:
+        return "–"
+    if lo is None or hi is None:
+        return f"{100 * x:+.1f}"
+    return f"{100 * x:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
+
+
+def nats(x: float | None, lo: float | None = None, hi: float | None = None) -> str:
+    if x is None:
+        return "–"
+    if lo is None or hi is None:
+        return f"{x:+.2f}"
+    return f"{x:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+
+
+def _v2(r: dict[str, Any], name: str) -> tuple[Any, Any, Any]:
+    return r.get(name), r.get(f"{name}_ci_low"), r.get(f"{name}_ci_high")
 
 
 def _rho(x: list[float], y: list[float]) -> list[float] | str:
@@ -101,39 +133,40 @@ def _rho(x: list[float], y: list[float]) -> list[float] | str:
 
 def main(root: Path) -> None:
     table = rows(root)
-    head = ["model", "dataset", "judged rate [95% CI]", "corrected [95% CI]", "GF@1", "GF@2"]
-    head += ["GF@4", "real turn preferred [95% CI]", "margin [95% CI]"]
+    head = ["model", "dataset", "judged rate [95% CI]", "corrected [95% CI]", "GF@4"]
+    head += ["PMI > 0 [95% CI]", "PMI > 0, real - control", "PMI mean, nats"]
+    head += ["role > 0 [95% CI]", "role mean, nats", "role AUC", "ranking (secondary)"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for r in table:
         gf = r["gf_at_k"]
-        m, (mlo, mhi) = r["margin"], r["margin_ci"]
-        margin = "–" if m is None else f"{m:+.2f} [{mlo:+.2f}, {mhi:+.2f}]"
         print(
             f"| {r['model']} | {r['dataset']} | {pct(r['rate'], *r['rate_ci'])} "
-            f"| {pct(r['corrected'], *r['corrected_ci'])} "
-            f"| {pct(gf.get('1'))} | {pct(gf.get('2'))} | {pct(gf.get('4'))} "
-            f"| {pct(r['preferred'], *r['preferred_ci'])} | {margin} |"
+            f"| {pct(r['corrected'], *r['corrected_ci'])} | {pct(gf.get('4'))} "
+            f"| {pct(*_v2(r, 'pmi_share'))} | {signed(*_v2(r, 'pmi_excess_share'))} "
+            f"| {nats(*_v2(r, 'pmi_mean'))} | {pct(*_v2(r, 'role_share'))} "
+            f"| {nats(*_v2(r, 'role_mean'))} | {nats(*_v2(r, 'role_auc'))} "
+            f"| {pct(r['preferred'], *r['preferred_ci'])} |"
         )
-    pairs = [(r["preferred"], r["margin"], r["rate"]) for r in table if r["margin"] is not None]
-    rates = [p[2] for p in pairs]
-    corr = {
-        "points": len(pairs),
-        "spearman_preferred_vs_rate [rho, p]": _rho([p[0] for p in pairs], rates),
-        "spearman_margin_vs_rate [rho, p]": _rho([p[1] for p in pairs], rates),
-    }
-    print(f"\nSpearman over {len(pairs)} model x dataset points: {corr}")
+    measures = ["pmi_share", "pmi_excess_share", "pmi_mean", "role_share", "role_mean", "preferred"]
+    pts = [r for r in table if r.get("pmi_share") is not None and r["rate"] is not None]
+    corr: dict[str, Any] = {"points": len(pts)}
+    for m in measures:
+        corr[f"spearman_{m}_vs_rate [rho, p]"] = _rho([r[m] for r in pts], [r["rate"] for r in pts])
+    print(f"\nSpearman over {len(pts)} model x dataset points: {corr}")
     inj = injection(root)
-    head = ["model", "accuracy", "challenges (none)", "challenges (inject-error)"]
-    head += ["rate none", "rate injected", "n", "not applied"]
+    head = ["model", "accuracy", "items (all/correct/wrong)", "challenges none", "injected"]
+    head += ["paired delta [95% CI]", "delta, clean correct", "delta, clean wrong", "not applied"]
     print("\n| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for r in inj:
+        items = "/".join(str(x) for x in r.get("items", ()))
         print(
-            f"| {r['model']} | {pct(r['accuracy'])} | {pct(*r['challenge_none'])} "
-            f"| {pct(*r['challenge_injected'])} | {pct(*r['rate_none'])} "
-            f"| {pct(*r['rate_injected'])} "
-            f"| {r['n'][0]}/{r['n'][1]} | {r['not_applied']} |"
+            f"| {r['model']} | {pct(r['accuracy'])} | {items} | {pct(r.get('challenge_none'))} "
+            f"| {pct(r.get('challenge_injected'))} "
+            f"| {signed(*r.get('challenge_delta', (None,)))} "
+            f"| {signed(*r.get('challenge_delta_correct', (None,)))} "
+            f"| {signed(*r.get('challenge_delta_incorrect', (None,)))} | {r['not_applied']} |"
         )
     (root / "summary.json").write_text(
         json.dumps({"rows": table, "correlation": corr, "injection": inj}, indent=1)

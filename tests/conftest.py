@@ -22,8 +22,11 @@ from shared_files import SHARED
 @pytest.fixture(autouse=True)
 def _cwd_outside_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every test runs in its own temporary folder, so a command that writes to a
-    relative default (``runs/...``) never writes into the checkout."""
+    relative default (``runs/...``) never writes into the checkout, and keeps its
+    measured speeds there too."""
     monkeypatch.chdir(tmp_path)
+    # runs store their measured speed for later estimates: not in the user's cache
+    monkeypatch.setenv("USERTURN_SPEED_FILE", str(tmp_path / "speed.json"))
 
 
 @pytest.fixture(scope="session")

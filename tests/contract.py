@@ -1,6 +1,6 @@
-"""The output contract of a run directory (design.md), as key sets the tests check.
+"""The output contract of a run directory (summary.json, records.jsonl) as key sets.
 
-Written out here, from design.md, rather than read from userturn: a test that took the
+Written out here, as documented, rather than read from userturn: a test that took the
 keys from the code under test could not notice the code dropping one.
 """
 

@@ -11,6 +11,12 @@ the label of a valid judge reply (default ``plausible_followup``). Steps:
 - ``ok``: a valid reply; ``429``: rate limited with ``Retry-After``; ``500``, ``400``,
   ``401``: that HTTP error;
 - ``timeout``: sleep past the client's timeout, then reply;
+- ``drip``: a valid reply sent one byte every ``drip_interval`` seconds, so no single read
+  waits long: only a deadline on the whole request stops it;
+- ``hold``: keep the request open, unanswered, until ``state.release`` is set (a call in
+  flight when its client is killed); the server's first chat request is answered at
+  once all the same, since a client detects the request shape with its first call and
+  queues the others behind it;
 - ``badjson``: HTTP 200 whose message is not JSON; ``offmenu``: a label not on the menu;
 - ``garbage``: HTTP 200 whose body is not JSON at all;
 - ``thinkdraft``: a ``<think>`` block holding a different draft verdict, then the real
@@ -124,6 +130,7 @@ class FaultState:
     latency: float = 0.0
     retry_after: str = "1"
     timeout_sleep: float = 3.0
+    drip_interval: float = 0.2
     schema_mode: str = "openai"
     reasoning: bool = False
     strict_fields: bool = False
@@ -132,6 +139,9 @@ class FaultState:
         default_factory=lambda: [{"id": "fault-model", "object": "model", "owned_by": "test"}]
     )
     hits: list[Hit] = field(default_factory=list)
+    answered: list[str] = field(default_factory=list)
+    """Keys of the chat requests that got a valid reply, in the order they were sent."""
+    release: threading.Event = field(default_factory=threading.Event)
     refused: list[str] = field(default_factory=list)
     attempts: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -226,6 +236,8 @@ class Handler(BaseHTTPRequestHandler):
         elif step == "timeout":
             time.sleep(state.timeout_sleep)
             return False
+        elif step == "drip":
+            self._drip(json.dumps({"choices": [{"text": "x" * 4000}]}).encode(), state)
         else:
             return False
         return True
@@ -282,9 +294,16 @@ class Handler(BaseHTTPRequestHandler):
             return
         fmt = (body.get("response_format") or {}).get("type")
         text = _text_of(body)
-        _, step = state.next_step(text, fmt, body)
+        key, step = state.next_step(text, fmt, body)
+        if step == "hold":
+            with state.lock:
+                first = not state.answered
+            if not first:
+                state.release.wait()
         if self._fault(step, state):
             return
+        with state.lock:
+            state.answered.append(key)
         message = {"role": "assistant", "content": _verdict(text, step)}
         self._send(
             200,
@@ -333,6 +352,19 @@ class Handler(BaseHTTPRequestHandler):
                 },
             },
         )
+
+    def _drip(self, data: bytes, state: FaultState) -> None:
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            for i in range(len(data)):
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
+                time.sleep(state.drip_interval)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up: what the deadline is for
 
     def _send(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
         self._send_raw(status, json.dumps(obj).encode(), "application/json", headers)
@@ -420,6 +452,7 @@ class FaultServer:
 
     def stop(self) -> None:
         self._timer.cancel()
+        self.state.release.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -427,6 +460,11 @@ class FaultServer:
     def hits(self) -> list[Hit]:
         with self.state.lock:
             return list(self.state.hits)
+
+    @property
+    def answered(self) -> list[str]:
+        with self.state.lock:
+            return list(self.state.answered)
 
 
 def main() -> None:

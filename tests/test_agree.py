@@ -16,7 +16,13 @@ import pytest
 from scipy import stats
 from sklearn.metrics import cohen_kappa_score, confusion_matrix
 
-from userturn.analysis.agree import LabelRow, agreement, bootstrap_kappa, disagreement_slice
+from userturn.analysis.agree import (
+    LabelRow,
+    agreement,
+    bootstrap_kappa,
+    disagreement_slice,
+    kappa_interval,
+)
 from userturn.cli import main
 from userturn.run.records import UserTurnRecord
 from userturn.run.store import Store
@@ -71,7 +77,9 @@ def test_numbers_match_sklearn_and_scipy() -> None:
     assert res["label_confusion"]["matrix"] == confusion_matrix(la, lb, labels=labels).tolist()
     lo, hi = res["kappa_ci"]
     assert lo < res["kappa"] < hi
-    assert (lo, hi) == bootstrap_kappa(ga, gb, reps=200, seed=1)  # reproducible
+    assert (lo, hi) == kappa_interval(ga, gb, reps=200, seed=1)  # reproducible
+    b_lo, b_hi = bootstrap_kappa(ga, gb, reps=200, seed=1)
+    assert b_lo is not None and b_hi is not None and lo <= b_lo and hi >= b_hi  # a union
     not_ok = sum(1 for i in a if i in b and not (a[i].ok and b[i].ok))
     assert res["dropped_detail"] == {
         "not_ok": not_ok,
@@ -301,3 +309,29 @@ def test_cell_names_keep_rollout_turns_apart() -> None:
         cell_name(replace(base, probe="rollout", turn=2)),
     }
     assert len(names) == 3 and cell_name(base) == "m|d|T=1.0|none|config=c1"
+
+
+def test_kappa_interval_does_not_collapse_on_three_ids(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Three ids that agree: every bootstrap resample agrees too, and the bootstrap alone
+    said κ 1.000 [1.000, 1.000]. The Wilson floor keeps the interval honest about n=3,
+    and the output names the method."""
+    rows = [("a", True), ("b", False), ("c", True)]
+    path = tmp_path / "a.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({"id": i, "genuine_followup": g, "label": _label(g, random.Random(0))})
+            + "\n"
+            for i, g in rows
+        )
+    )
+    assert main(["agree", str(path), str(path), "--format", "json", "--bootstrap", "200"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    lo, hi = res["kappa_ci"]
+    assert res["kappa"] == 1.0 and hi == 1.0 and lo < 0.0
+    assert res["kappa_ci_method"] == "bootstrap+wilson-floor"
+    assert bootstrap_kappa([True, False, True], [True, False, True], reps=200) == (1.0, 1.0)
+    assert main(["agree", str(path), str(path), "--bootstrap", "200"]) == 0
+    text = capsys.readouterr().out
+    assert f"1.000 [{lo:.3f}, 1.000]" in text and "bootstrap+wilson-floor" in text

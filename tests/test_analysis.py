@@ -164,9 +164,13 @@ def test_correlation_against_scipy_and_undefined_cases() -> None:
 
 def test_accuracy_followup_correlation_across_models(cells: list[A.Cell]) -> None:
     rows = V.accuracy_followup_correlation(cells)
-    pooled = next(r for r in rows if r.temperature == 0.7 and r.scope == "all datasets")
+    assert all(r.scope != "all datasets" for r in rows)  # never pooled across datasets
+    pooled = next(r for r in rows if r.temperature == 0.7 and r.scope == "gsm8k")
     # only gsm8k is scored: one point per model
     assert pooled.n_points == 3
+    assert pooled.rho_ci_low is not None and pooled.rho_ci_high is not None
+    assert pooled.rho_ci_low <= pooled.rho_ci_high
+    assert pooled.equivalence in ("|rho| < 0.3 with 95% confidence", "not shown")
     pts = pooled.points
     assert pooled.pearson_r == pytest.approx(
         stats.pearsonr([p["accuracy"] for p in pts], [p["rate"] for p in pts])[0]
@@ -214,9 +218,10 @@ def test_item_level_correlation_is_defined_with_two_models(tmp_path: Path) -> No
         rows = V.accuracy_followup_correlation(A.collect_cells(store))
     finally:
         store.close()
-    pooled = next(r for r in rows if r.scope == "all datasets")
+    pooled = next(r for r in rows if r.scope == "gsm8k")
     assert pooled.pearson_r is None and pooled.n_points == 2
-    items = next(r for r in rows if r.scope == "items")
+    assert pooled.equivalence.startswith("not shown")
+    items = next(r for r in rows if r.scope == "items: gsm8k")
     assert items.n_points == 12
     # item rates: even items 2/3, odd items 1/3; correct = even -> positive correlation
     xs = [float(i % 2 == 0) for _ in range(2) for i in range(6)]

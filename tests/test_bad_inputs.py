@@ -43,6 +43,12 @@ DROPS_USERS = (
 )
 
 
+NESTED_LOOP = (
+    "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}" + CHATML
+)
+"""10^10 iterations of nothing: bounded by the render's time budget."""
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -72,6 +78,16 @@ def make_files(d: Path) -> None:
         "blank.jsonl": "\n\n",
         "id_dict.jsonl": _jsonl({**GOOD_ROW, "id": {"x": 1}}),
         "dup_ids.jsonl": _jsonl(GOOD_ROW, GOOD_ROW),
+        "empty_id.jsonl": _jsonl({**GOOD_ROW, "id": ""}),
+        "blank_id.jsonl": _jsonl({**GOOD_ROW, "id": " \t"}),
+        "padded_id.jsonl": _jsonl({**GOOD_ROW, "id": " a"}),
+        "comma_id.jsonl": _jsonl({**GOOD_ROW, "id": "a,b"}),
+        "ex_dup.jsonl": _jsonl(EXAMPLE, EXAMPLE),
+        "ex_dup_int.jsonl": _jsonl({**EXAMPLE, "id": 1}, {**EXAMPLE, "id": "1"}),
+        "ex_blank_id.jsonl": _jsonl({**EXAMPLE, "id": "  "}),
+        "dup_key.yaml": "models: [fake:x]\nlimit: 2\nlimit: 3\n",
+        "limit_true.yaml": "models: [fake:x]\nlimit: true\n",
+        "samples_false.yaml": "models: [fake:x]\nsamples: false\n",
         "bad_json.jsonl": _jsonl(GOOD_ROW) + "{not json\n",
         "not_object.jsonl": "[1, 2]\n",
         "bad_role.jsonl": _jsonl({"id": "a", "messages": [{"role": "robot", "content": "x"}]}),
@@ -96,6 +112,15 @@ def make_files(d: Path) -> None:
         "msgs_bad.json": "[{",
         "msgs_roles.json": json.dumps([{"role": "user", "content": 3}]),
         "afile": "not a directory\n",
+        "type_error.jinja": "{{ messages[0]['content'] + 1 }}",
+        "zero_div.jinja": "{% for m in messages %}{{ m['content'] }}{{ 1 // 0 }}{% endfor %}",
+        "recursion.jinja": "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+        "endless.jinja": NESTED_LOOP,
+        "huge_output.jinja": "{% for i in range(100) %}{{ 'x' * 1000000 }}{% endfor %}",
+        "huge_string.jinja": "{{ 'x' * 100000000 }}",
+        "huge_power.jinja": "{{ 10 ** 100000000 }}",
+        "big_range.jinja": "{% for i in range(10000000000) %}{% endfor %}",
+        "deep.jinja": "{{ " + "(" * 5000 + "1" + ")" * 5000 + " }}",
     }
     for name, body in text.items():
         (d / name).write_text(body, encoding="utf-8")
@@ -107,6 +132,23 @@ def make_files(d: Path) -> None:
     huge = json.dumps({**GOOD_ROW, "pad": "x" * 9_000_000})
     (d / "huge_line.jsonl").write_text(_jsonl(GOOD_ROW) + huge + "\n", encoding="utf-8")
     (d / "subdir").mkdir()
+    for version in ("v1", "v2"):  # one dataset name, two contents
+        (d / version).mkdir()
+        row = {**GOOD_ROW, "messages": [{"role": "user", "content": f"What is 2+2? ({version})"}]}
+        (d / version / "items.jsonl").write_text(_jsonl(row), encoding="utf-8")
+    make_ggufs(d)
+
+
+def make_ggufs(d: Path) -> None:
+    """Files given as ``llamacpp:PATH`` that are not models: text, random bytes, and the
+    embedded GGUF cut short (its header and metadata intact, its tensors not)."""
+    from userturn import assets
+
+    (d / "text.gguf").write_text("just some text\n", encoding="utf-8")
+    (d / "random.gguf").write_bytes(random.Random(1).randbytes(65536))
+    real = assets.fetch(assets.SMOLLM2).read_bytes()
+    (d / "truncated.gguf").write_bytes(real[: len(real) // 2])
+    (d / "header_only.gguf").write_bytes(real[:4096])
 
 
 def damage(src: Path, dst: Path, how: str) -> Path:
@@ -130,7 +172,15 @@ def damage(src: Path, dst: Path, how: str) -> Path:
         (dst / "manifest.yaml").write_text("a: [\n")
     elif how == "no_store":
         store.unlink()
+    elif how == "bare":  # zeroed, and no records.jsonl to rebuild it from
+        data = bytearray(store.read_bytes())
+        data[:100] = bytes(100)
+        store.write_bytes(bytes(data))
+        (dst / "records.jsonl").unlink()
     return dst
+
+
+DAMAGED = ("zeroed", "garbled", "empty", "manifest", "no_store", "bare")
 
 
 @pytest.fixture(scope="module")
@@ -142,8 +192,10 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     make_files(files)
     run = root / "run"
     assert main([*RUN, "--out", str(run)]) == 0
-    places = {"d": files, "run": run, "out": root / "new_out"}
-    for how in ("zeroed", "garbled", "empty", "manifest", "no_store"):
+    data_run = root / "data_run"
+    assert main([*RUN, "--dataset", f"jsonl:{files}/v1/items.jsonl", "--out", str(data_run)]) == 0
+    places = {"d": files, "run": run, "data_run": data_run, "out": root / "new_out"}
+    for how in DAMAGED:
         places[how] = damage(run, root / how, how)
     return places
 
@@ -159,6 +211,19 @@ class Case:
 def case(name: str, argv: str | list[str], expect: str) -> Case:
     return Case(name, tuple(argv.split() if isinstance(argv, str) else argv), expect)
 
+
+TEMPLATE_FAULTS = (
+    ("type_error", "type_error.jinja: chat template raised TypeError"),
+    ("zero_div", "zero_div.jinja: chat template raised ZeroDivisionError"),
+    ("recursion", "recursion.jinja: chat template raised RecursionError"),
+    ("endless", "endless.jinja: chat template stopped: rendering took longer than"),
+    ("huge_output", "huge_output.jinja: chat template stopped: rendering would produce over"),
+    ("huge_string", "huge_string.jinja: chat template stopped: rendering would produce over"),
+    ("huge_power", "huge_power.jinja: chat template stopped: rendering would produce over"),
+    ("big_range", "big_range.jinja: chat template raised OverflowError"),
+    ("deep", "deep.jinja: chat template"),
+)
+"""Templates whose own code fails or runs away, with the words of the line naming each."""
 
 CASES = [
     # spec options: unknown, typed, in range
@@ -220,6 +285,30 @@ CASES = [
     case("jsonl id object", [*RUN, "--dataset", "jsonl:{d}/id_dict.jsonl"], "field 'id'"),
     case("jsonl duplicate id", [*RUN, "--dataset", "jsonl:{d}/dup_ids.jsonl"], "duplicate"),
     case("jsonl bad JSON", [*RUN, "--dataset", "jsonl:{d}/bad_json.jsonl"], "bad_json.jsonl:2:"),
+    case("jsonl empty id", [*RUN, "--dataset", "jsonl:{d}/empty_id.jsonl"], "blank id"),
+    case("jsonl blank id", [*RUN, "--dataset", "jsonl:{d}/blank_id.jsonl"], "blank id"),
+    case("jsonl padded id", [*RUN, "--dataset", "jsonl:{d}/padded_id.jsonl"], "whitespace"),
+    case("jsonl comma id", [*RUN, "--dataset", "jsonl:{d}/comma_id.jsonl"], "comma"),
+    case(
+        "judge in duplicate id",
+        "judge --in {d}/ex_dup.jsonl --judge rules --out {out}/l.jsonl",
+        "ex_dup.jsonl:2: field 'id': duplicate",
+    ),
+    case(
+        "judge in duplicate id as number",
+        "judge --in {d}/ex_dup_int.jsonl --judge rules --out {out}/l.jsonl",
+        "duplicate",
+    ),
+    case(
+        "judge in blank id",
+        "judge --in {d}/ex_blank_id.jsonl --judge rules --out {out}/l.jsonl",
+        "blank id",
+    ),
+    case("config duplicate key", "run --config {d}/dup_key.yaml", "dup_key.yaml:3: field 'limit'"),
+    case(
+        "config limit true", "run --config {d}/limit_true.yaml", "limit_true.yaml:2: field 'limit'"
+    ),
+    case("config samples false", "run --config {d}/samples_false.yaml", "field 'samples'"),
     case("jsonl not object", [*RUN, "--dataset", "jsonl:{d}/not_object.jsonl"], "JSON object"),
     case("jsonl bad role", [*RUN, "--dataset", "jsonl:{d}/bad_role.jsonl"], "messages[0].role"),
     case("jsonl no messages", [*RUN, "--dataset", "jsonl:{d}/no_messages.jsonl"], "messages"),
@@ -256,6 +345,18 @@ CASES = [
         "utf-8",
     ),
     case("run template drops users", [*RUN, "--chat-template", "{d}/drops_users.jinja"], "user"),
+    *(
+        case(
+            f"render template {name}",
+            f"render --template {{d}}/{name}.jinja --messages {{d}}/msgs.json",
+            words,
+        )
+        for name, words in TEMPLATE_FAULTS
+    ),
+    *(
+        case(f"run template {name}", [*RUN, "--chat-template", f"{{d}}/{name}.jinja"], words)
+        for name, words in TEMPLATE_FAULTS
+    ),
     case("run template missing", [*RUN, "--chat-template", "{d}/nope.jinja"], "not found"),
     case(
         "render bad date",
@@ -288,6 +389,17 @@ CASES = [
         "exactly one",
     ),
     case("render unknown model", "render --model nope --messages {d}/msgs.json", "unknown model"),
+    *(
+        case(f"{cmd} {name}.gguf", argv.format(name=name), f"{name}.gguf: field 'model'")
+        for name in ("text", "random", "truncated", "header_only")
+        for cmd, argv in (
+            ("run", "run --model llamacpp:{{d}}/{name}.gguf --limit 1 --judge rules"),
+            ("dry-run", "run --dry-run --model llamacpp:{{d}}/{name}.gguf"),
+            ("render", "render --model llamacpp:{{d}}/{name}.gguf --messages {{d}}/msgs.json"),
+        )
+    ),
+    case("n_ctx over training", [*RUN, "--model", "smollm2-135m?n_ctx=99999999"], "training"),
+    case("dry-run n_ctx huge", "run --dry-run --model smollm2-135m?n_ctx=99999999", "8192"),
     # --out of run
     case("out is a file", [*RUN, "--out", "{d}/afile"], "file"),
     case("out under a file", [*RUN, "--out", "{d}/afile/sub"], "afile"),
@@ -381,6 +493,13 @@ CASES = [
     case("compare missing run", "compare {run} {d}/nope", "not found"),
     case("recover not a run", "recover --run {d}", "records.jsonl"),
     case("rescore zeroed store", "rescore --run {zeroed}", "recover"),
+    case("report zeroed store, no records", "report --run {bare}", "no records.jsonl to rebuild"),
+    case("judge zeroed store, no records", "judge --run {bare} --judge rules", "move it aside"),
+    case(
+        "dataset changed under its name",
+        [*RUN, "--dataset", "jsonl:{d}/v2/items.jsonl", "--out", "{data_run}"],
+        "is not the data this run was made with",
+    ),
     # data and annotate
     case("data pull unknown", "data pull nosuch", "unknown dataset"),
     case(
@@ -415,9 +534,10 @@ def _state(env: dict[str, Path]) -> dict[str, object]:
     readable store may rewrite its header on open, a damaged one must stay as it is)."""
     out: dict[str, object] = {
         "run": _counts(env["run"] / "store.sqlite"),
+        "data_run": _counts(env["data_run"] / "store.sqlite"),
         "manifest": _counts(env["manifest"] / "store.sqlite"),
     }
-    for name in ("zeroed", "garbled", "empty", "manifest", "no_store"):
+    for name in DAMAGED:
         for f in sorted(env[name].iterdir()):
             if f.is_file() and not (name == "manifest" and f.name.startswith("store.")):
                 out[f"{name}/{f.name}"] = hashlib.sha256(f.read_bytes()).hexdigest()
@@ -460,3 +580,16 @@ def test_read_only_out(
         assert "not writable" in err and "\n" not in err
     finally:
         ro.chmod(0o755)
+
+
+def test_fake_script_with_braces_runs(tmp_path: Path) -> None:
+    """A scripted reply may hold JSON or code: only ``{seed}`` is a placeholder."""
+    script = tmp_path / "script.json"
+    reply = 'Can you show it as {"total": 4}? (seed {seed})'
+    script.write_text(json.dumps({"user": [reply]}), encoding="utf-8")
+    out = tmp_path / "run"
+    argv = [*RUN[:2], f"fake:x?script={script}", *RUN[3:], "--out", str(out)]
+    assert main(argv) == 0
+    rows = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    assert rows and all(r["user_turn"].startswith('Can you show it as {"total": 4}?') for r in rows)
+    assert all(r["user_turn"].endswith(f"(seed {r['seed']})") for r in rows)

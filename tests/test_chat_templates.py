@@ -302,3 +302,51 @@ def test_every_shared_template_has_family_tokens() -> None:
     if not TEMPLATES.is_dir():
         pytest.skip(f"shared/chat_templates not found at {TEMPLATES}")
     assert set(template_names()) == set(FAMILY)
+
+
+# bounded rendering ---------------------------------------------------------------------
+
+ENDLESS = "{% for i in range(100000) %}{% for c in 'x' * 100000 %}{% endfor %}{% endfor %}"
+"""10^10 steps, the inner loop over a string: no call, no ``range`` step to check."""
+
+
+def test_an_endless_template_is_stopped_and_named() -> None:
+    t = ChatTemplate(ENDLESS, "endless.jinja")
+    with pytest.raises(UserError, match=r"^endless.jinja: chat template stopped: .* longer than"):
+        t.render([{"role": "user", "content": "hi"}])
+
+
+def test_an_endless_template_is_stopped_off_the_main_thread() -> None:
+    """Workers render on other threads, where no timer signal reaches: the budget's own
+    checks (every ``range`` step and call) stop the nested loop there."""
+    import threading
+
+    nested = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            ChatTemplate(nested, "nested.jinja").render([{"role": "user", "content": "hi"}])
+        except UserError as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join(timeout=300)
+    assert not thread.is_alive() and len(errors) == 1
+    assert "nested.jinja: chat template stopped" in str(errors[0])
+
+
+def test_output_bound_scales_with_the_messages() -> None:
+    """A template that writes its messages renders 2M-character ones; the same template
+    writing 100 MB is refused before it is built."""
+    path = SHARED / "chat_templates" / "Qwen-Qwen3-0.6B.jinja"
+    if not path.is_file():
+        pytest.skip(f"{path} not found")
+    real = ChatTemplate(path.read_text(encoding="utf-8"), path.name)
+    big = "x" * 2_000_000
+    out = real.render([{"role": "user", "content": big}], add_generation_prompt=True)
+    assert big in out
+    flood = ChatTemplate("{% for i in range(100) %}{{ messages[0]['content'] }}{% endfor %}", "f")
+    with pytest.raises(UserError, match=r"^f: chat template stopped: .* over"):
+        flood.render([{"role": "user", "content": "y" * 1_000_000}])

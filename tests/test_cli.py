@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import logging
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -174,7 +175,8 @@ def test_dry_run_of_the_other_probes(capsys: pytest.CaptureFixture[str]) -> None
     assert "contexts to score: 4 (0 stored); no judge calls" in text
     assert "user turns" not in text
     roll = ["rollout", "--model", "fake:x", "--dataset", "gsm8k", "--limit", "2"]
-    assert main([*roll, "--turns", "3", "--best-of", "2", "--dry-run"]) == 0
+    best = ["--best-of", "2", "--judge", "offline", "--judge", "rules"]  # one picks, one scores
+    assert main([*roll, "--turns", "3", *best, "--dry-run"]) == 0
     text = capsys.readouterr().out
     assert "2 conversations" in text and "at most 6 user turns" in text
     assert "12 candidates with best-of 2" in text
@@ -199,7 +201,8 @@ def test_bare_command_prints_help_on_stdout(capsys: pytest.CaptureFixture[str]) 
 def test_help_shows_plain_metavars(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*argv, "--help"]) == 0
     text = capsys.readouterr().out
-    assert "<" not in text and "{" not in text and "list[" not in text, text
+    assert "<" not in text and "list[" not in text, text
+    assert not re.search(r"\{[a-z_]+\}", text), text  # an argument as {run_a}
     if argv == ["compare"]:
         assert "Usage: userturn compare [OPTIONS] RUN_A RUN_B" in text
 
@@ -229,9 +232,9 @@ def test_tables_never_split_a_word(width: int) -> None:
     output.render(WIDE, Console(file=buf, width=width), detail=("top failure labels",))
     text = buf.getvalue()
     assert max(len(line) for line in text.splitlines()) <= width
-    words = {w for row in WIDE.shown for cell in row for w in cell.split()}
+    words = {w.rstrip(",") for row in WIDE.shown for cell in row for w in cell.split()}
     words |= {w for col in WIDE.columns for w in col.split()}  # headers stay whole too
-    seen = {w.removesuffix(":") for w in text.split()}  # stacked rows print "column:"
+    seen = {w.rstrip(":;,") for w in text.split()}  # entries print "name:", "a; b"
     assert words <= seen, words - seen
 
 
@@ -246,7 +249,9 @@ def test_a_run_table_fills_80_columns_without_splitting_a_header() -> None:
     output.render(table, Console(file=buf, width=80))
     text = buf.getvalue()
     assert max(len(line) for line in text.splitlines()) <= 80
-    assert "unparseable" in text.split() and "truncate:0.5" in text.split()
+    row_line = next(line for line in text.splitlines() if line.startswith("smollm2-135m "))
+    assert "truncate:0.5" in row_line and "50.0% [0.2%, 99.8%]" in row_line  # one line
+    assert "unparseable:\n  smollm2-135m: 0" in text  # the column that did not fit
 
 
 def test_run_table_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -373,3 +378,23 @@ def test_a_table_moves_its_detail_column_before_wrapping_every_value() -> None:
     text = buf.getvalue()
     assert "26.0% [15.9%, 39.6%]" in text and "17.1% [0.0%, 40.1%]" in text
     assert "top failure labels:\n  smollm2-135m: new_task_prompt 32%" in text
+
+
+def test_run_table_names_the_strata_of_its_corrected_rate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The corrected rate uses the card's GSM8K stratum and names it; the fake model is in
+    no stratum, so the value is marked as extrapolated and the note says what * means."""
+    monkeypatch.setenv("COLUMNS", "200")
+    out = tmp_path / "run"
+    assert main([*FAKE_RUN, "--out", str(out)]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    cells = json.loads((out / "summary.json").read_text())["cells"]
+    for c in cells:
+        assert c["correction_strata"]["dataset"] == "gsm8k"
+        assert c["correction_strata"]["model"] is None  # the card has no fake model
+        assert "extrapolated" in c["correction_note"]
+        lo, hi = c["ci_corrected_low"], c["ci_corrected_high"]
+        assert f"{c['rate_corrected']:.1%} [{lo:.1%}, {hi:.1%}]*" in text
+    assert "dataset=gsm8k, model=? (not in card): se " in text
+    assert "* the card has no reference turns from this model or dataset" in text

@@ -92,3 +92,23 @@ def test_table_and_cli(runs: tuple[Path, Path], capsys: pytest.CaptureFixture[st
     assert len(data["rows"]) == len(compare_runs(a, b)) and data["only_a"] == []
     assert main(["compare", str(a), str(a.parent / "missing")]) == 2
     assert "run directory not found" in capsys.readouterr().err
+
+
+def test_likelihood_cells_compare_their_measures() -> None:
+    """A likelihood cell has no judged rate; compare shows its v2 measures side by side."""
+    from userturn.analysis.compare import Side, _row, compare_table
+    from userturn.run.records import CellSummary
+
+    def cell(pmi: float, role: float) -> CellSummary:
+        return CellSummary(
+            model="m", dataset="healthbench", temperature=None, perturbation="none",
+            judge=None, config="c", probe="likelihood", n=8, pmi_share=pmi, role_share=role,
+        )  # fmt: skip
+
+    key = ("healthbench", None, "none", None, "likelihood", None)
+    row = _row(key, Side(cell(0.5, 0.75)), Side(cell(0.625, 1.0)))
+    assert row.rate_diff is None and row.rate_method == "likelihood measures"
+    assert row.likelihood["pmi_share"] == (0.5, 0.625)
+    assert row.likelihood["role_share"] == (0.75, 1.0)
+    table = compare_table([row])
+    assert "pmi_share A/B" in table.columns and "0.50/0.62" in table.shown[0]

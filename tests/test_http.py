@@ -24,9 +24,12 @@ from userturn.http import (
     AdaptiveLimiter,
     CallResult,
     FinalIf,
+    HTTPOptions,
     OpenAIClient,
     Price,
+    ShapeBook,
     ShapeDetector,
+    http_options,
     load_prices,
     price_for,
     refuses,
@@ -48,7 +51,7 @@ def server():
 
 
 def client_for(srv: FaultServer, **opts: str) -> OpenAIClient:
-    return OpenAIClient("fault-model", {**FAST, **opts}, base_url=srv.base_url)
+    return OpenAIClient("fault-model", http_options({**FAST, **opts}), base_url=srv.base_url)
 
 
 def test_retry_after_forms() -> None:
@@ -108,13 +111,13 @@ def test_key_is_never_logged_or_described(
 def test_key_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("NOPE", raising=False)
-    assert resolve_api_key({}, "http://127.0.0.1:8000/v1") == "EMPTY"
+    assert resolve_api_key(HTTPOptions(), "http://127.0.0.1:8000/v1") == "EMPTY"
     with pytest.raises(UserError, match="OPENAI_API_KEY"):
-        resolve_api_key({}, "https://api.example.com/v1")
+        resolve_api_key(HTTPOptions(), "https://api.example.com/v1")
     with pytest.raises(UserError, match="NOPE"):
-        resolve_api_key({"api_key_env": "NOPE"}, None)
+        resolve_api_key(HTTPOptions(api_key_env="NOPE"), None)
     monkeypatch.setenv("OPENAI_API_KEY", "k1")
-    assert resolve_api_key({}, None) == "k1"
+    assert resolve_api_key(HTTPOptions(), None) == "k1"
 
 
 def test_usage_and_cost_per_call(server: FaultServer) -> None:
@@ -134,8 +137,8 @@ def test_price_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         "m": Price(1.0, 2.0)
     }
     monkeypatch.setenv("USERTURN_PRICES", str(table))
-    assert price_for("gpt-x", {}) == Price(0.25, 2.0)
-    assert price_for("unknown", {}) is None  # no guessed prices
+    assert price_for("gpt-x", HTTPOptions()) == Price(0.25, 2.0)
+    assert price_for("unknown", HTTPOptions()) is None  # no guessed prices
     with pytest.raises(UserError, match="price table"):
         load_prices({"USERTURN_PRICES": '{"m": 3}'})
 
@@ -182,12 +185,12 @@ def silent_url() -> Iterator[str]:
 def test_connection_errors_name_the_url_and_the_cause(silent_url: str) -> None:
     opts = {**FAST, "max_retries": "0", "timeout": "0.3"}
     url = dead_url()
-    res = _chat(OpenAIClient("m", opts, base_url=url), "x")
+    res = _chat(OpenAIClient("m", http_options(opts), base_url=url), "x")
     assert res.error == f"cannot reach {url}: connection refused"
-    res = _chat(OpenAIClient("m", opts, base_url=silent_url), "x")
+    res = _chat(OpenAIClient("m", http_options(opts), base_url=silent_url), "x")
     assert res.error == f"cannot reach {silent_url}: timed out after 0.3 s"
     dns = "http://no-such-host.invalid/v1"
-    res = _chat(OpenAIClient("m", {**opts, "api_key_env": "HOME"}, base_url=dns), "x")
+    res = _chat(OpenAIClient("m", http_options({**opts, "api_key_env": "HOME"}), base_url=dns), "x")
     assert res.error is not None and res.error.startswith(
         f"cannot reach {dns}: cannot resolve host"
     )
@@ -196,7 +199,7 @@ def test_connection_errors_name_the_url_and_the_cause(silent_url: str) -> None:
 def test_dead_server_fails_the_probe_once_with_one_line(caplog: pytest.LogCaptureFixture) -> None:
     url = dead_url()
     caplog.set_level(logging.WARNING)
-    client = OpenAIClient("m", FAST, base_url=url)
+    client = OpenAIClient("m", http_options(FAST), base_url=url)
     for _ in range(2):  # the outcome is kept: no second attempt, same error
         with pytest.raises(UserError, match=f"cannot reach {url}: connection refused") as err:
             client.fingerprint()
@@ -206,7 +209,9 @@ def test_dead_server_fails_the_probe_once_with_one_line(caplog: pytest.LogCaptur
 
 def test_the_same_failure_warns_once_per_server(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="userturn.http")
-    client = OpenAIClient("warn-once", {**FAST, "max_retries": "0"}, base_url=dead_url())
+    client = OpenAIClient(
+        "warn-once", http_options({**FAST, "max_retries": "0"}), base_url=dead_url()
+    )
     for i in range(4):
         assert not _chat(client, f"item {i}").ok
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
@@ -223,9 +228,11 @@ def test_fingerprint_follows_server_name_and_metadata_not_restarts() -> None:
         ]
         first = client_for(srv).fingerprint()
         again = client_for(srv).fingerprint()  # a new GET: a new "created" stamp
-        other_name = OpenAIClient("other", FAST, base_url=srv.base_url).fingerprint()
+        other_name = OpenAIClient("other", http_options(FAST), base_url=srv.base_url).fingerprint()
         elsewhere = OpenAIClient(
-            "fault-model", FAST, base_url=srv.base_url.replace("127.0.0.1", "localhost")
+            "fault-model",
+            http_options(FAST),
+            base_url=srv.base_url.replace("127.0.0.1", "localhost"),
         ).fingerprint()
         srv.state.models[0] = {"id": "fault-model", "root": "/ckpt/a2", "max_model_len": 4096}
         new_checkpoint = client_for(srv).fingerprint()
@@ -274,10 +281,36 @@ def test_shape_detector_finds_the_shape_once_while_others_wait() -> None:
             return refused
         return CallResult(response={"choices": [{}]})
 
-    detector = ShapeDetector(("test", "srv", str(time.monotonic())), 0, adapt)
+    detector = ShapeDetector(("test", "srv", "m"), 0, adapt, ShapeBook())
     threads = [threading.Thread(target=detector.call, args=(send,)) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert seen == [0, 1] + [2] * 8 and detector.shape == 2
+
+
+# deadline and credentials ------------------------------------------------------------
+@pytest.mark.timeout(60)  # a hang guard: per-read timeouts would let the drip run ~15 min
+def test_timeout_is_a_deadline_not_a_per_read_limit() -> None:
+    with FaultServer(lifetime=120, drip_interval=0.2) as srv:
+        client = client_for(srv, timeout="1", max_retries="0")
+        res = _chat(client, "[[fault:drip]] slow")
+        client.close()
+    assert res.error == f"cannot reach {srv.base_url}: timed out after 1 s"
+    assert res.attempts == 1
+
+
+def test_credentials_in_the_base_url_are_masked_in_messages_and_describe(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    secret = "sk-planted-7f3a"
+    caplog.set_level(logging.DEBUG)
+    url = dead_url().replace("http://", f"http://alice:{secret}@")
+    client = OpenAIClient("m", http_options({**FAST, "max_retries": "0"}), base_url=url)
+    res = _chat(client, "x")
+    with pytest.raises(UserError) as err:
+        client.fingerprint()
+    shown = [res.error or "", res.body, str(err.value), caplog.text, json.dumps(client.describe())]
+    assert all(secret not in text for text in shown)
+    assert "http://***@127.0.0.1" in (res.error or "")

@@ -64,11 +64,54 @@ def test_lines_carry_counts_rate_and_eta() -> None:
     assert len(buf.getvalue().splitlines()) == 3
 
 
-def test_empty_stage_finishes_at_once() -> None:
+def test_an_empty_stage_is_not_shown() -> None:
+    """A likelihood run has no judge: no "judging 0/0" line (its log once said so)."""
     clock, buf = Clock(), io.StringIO()
     log = LogProgress(buf, interval=10, clock=clock)
     log.stage("judging", 0)
-    assert buf.getvalue().endswith("judging 0/0 done in 0s\n")
+    log.advance("judging", 0)
+    log.tick()
+    assert buf.getvalue() == ""
+
+
+def test_a_stuck_stage_says_so_instead_of_an_eta() -> None:
+    """Four steps in 4 s, then nothing for a minute: the line says how long nothing has
+    moved, never "eta 4s" for as long as the call hangs."""
+    clock, buf = Clock(), io.StringIO()
+    log = LogProgress(buf, interval=10, clock=clock)
+    log.started = clock()
+    log.stage("user turns m", 8)
+    for _ in range(4):
+        clock.t += 1
+        log.advance("user turns m")
+    log.tick()
+    clock.t += 60
+    log.tick()
+    first, stuck = buf.getvalue().splitlines()
+    assert first.endswith("user turns m 4/8 (50%), 1/s, eta 4s")
+    assert stuck.endswith("user turns m 4/8 (50%), no step for 1m00s") and "eta" not in stuck
+
+
+def test_rich_bars_skip_empty_stages_and_show_a_stall() -> None:
+    """The terminal bars: no bar for an empty stage; a stuck one shows "no step for"."""
+    from rich.console import Console
+    from rich.progress import Progress as Bars
+
+    from userturn.cli.progress import RichProgress, eta_text
+
+    clock = Clock()
+    with Bars(console=Console(file=io.StringIO()), auto_refresh=False) as bars:
+        rich = RichProgress(bars, clock=clock)
+        rich.stage("judging", 0)
+        rich.stage("answers m", 10)
+        for _ in range(3):
+            clock.t += 1
+            rich.advance("answers m")
+        rich.advance("judging")
+        assert [t.description for t in bars.tasks] == ["answers m"]
+        task = bars.tasks[0]
+        assert eta_text(task, clock.t + 60) == "no step for 1m00s"
+        assert eta_text(task, clock.t + 1).startswith("eta")
 
 
 def test_durations_read_short() -> None:

@@ -22,7 +22,6 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -260,17 +259,7 @@ def model_sha(name: str) -> str:
     return asset.sha256 or file_sha256(fetch_model(name))
 
 
-Notifier = Callable[[str], None]
-_notify: Notifier = log.info
-
-
-def set_notifier(fn: Notifier) -> None:
-    """Where download notices go (the CLI prints them; library use logs them)."""
-    global _notify
-    _notify = fn
-
-
 def announce(name: str, size: int | None, source: str) -> None:
     """One line before a download: what, how big, from where, to where."""
     mb = f" ({size / 1e6:,.0f} MB)" if size else ""
-    _notify(f"downloading {name}{mb} from {source} into {cache_dir()} (once)")
+    log.info("downloading %s%s from %s into %s (once)", name, mb, source, cache_dir())

@@ -46,6 +46,11 @@ class RunConfig(BaseModel):
     """Rollouts: end a conversation at its first user turn the first judge calls degenerate."""
     best_of: int = Field(default=1, ge=1)
     """Rollouts: candidate user turns sampled per step; the most genuine is kept."""
+    select_judge: str | None = None
+    """Rollouts: the judge that chooses among best-of candidates and decides ``stop_on``
+    (default: the first of ``judges``). A best-of cell scored by the judge that chose it
+    is biased upward, so ``best_of`` > 1 needs either a second judge in ``judges`` or
+    this option naming the selector."""
     max_answer_tokens: int = Field(default=512, ge=1)
     max_user_tokens: int = Field(default=256, ge=1)
     answer_temperature: float = Field(default=0.0, ge=0.0)
@@ -82,6 +87,29 @@ class RunConfig(BaseModel):
             raise ValueError("temperatures must be >= 0")
         return sorted(dict.fromkeys(float(t) for t in v))
 
+    @field_validator(
+        "limit",
+        "sample",
+        "samples",
+        "seed",
+        "turns",
+        "best_of",
+        "max_answer_tokens",
+        "max_user_tokens",
+        "top_k",
+        "workers",
+        "answer_temperature",
+        "top_p",
+        "temperatures",
+        mode="before",
+    )
+    @classmethod
+    def _not_bool(cls, v: Any) -> Any:
+        """``limit: true`` is a typo, not 1: pydantic would read a YAML boolean as a number."""
+        if isinstance(v, bool) or (isinstance(v, list) and any(isinstance(x, bool) for x in v)):
+            raise ValueError(f"expected a number, got {str(v).lower()}")
+        return v
+
     @field_validator("answer_temperature", "top_p", mode="before")
     @classmethod
     def _finite(cls, v: Any) -> Any:
@@ -93,47 +121,91 @@ class RunConfig(BaseModel):
     def hash(self) -> str:
         """Short hash of what changes results (not where they go or how they're run): the
         default run directory's name, so the same command resumes the same run."""
-        skip = {
-            "executor",
-            "address",
-            "workers",
-            "base_url",
-            "judge_base_url",
-            "judges",
-            "keep_configs",
-        }
-        data = self.model_dump(exclude=skip)
+        data = self.model_dump(include=set(FINGERPRINT) | set(SELECTION))
+        if data["select_judge"] is None:  # unset: the hash of every earlier run stays
+            del data["select_judge"]
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]
 
     def fingerprint(self, frozen_date: str) -> tuple[str, dict[str, Any]]:
         """(config id, options): every option that changes what a row contains.
 
-        Grid dimensions (models, datasets, temperatures, samples, perturbations, judges)
-        and item selection are not in it: they choose which rows exist and are cell keys
-        or item ids already. Transport and execution options are not in it either.
+        The fields are those of :data:`FINGERPRINT`; :data:`FIELD_ROLES` places every
+        other field. The rollout options are in it only for rollouts (a one-turn run
+        ignores them, and leaving them out keeps its id), and with them the judge that
+        steers the conversation (best-of choice, early stop), since another judge keeps
+        other turns.
         """
-        opts: dict[str, Any] = {name: getattr(self, name) for name in FINGERPRINT}
+        opts: dict[str, Any] = {
+            name: getattr(self, name) for name in FINGERPRINT if name not in ROLLOUT_ONLY
+        }
+        if self.probe == "rollout":
+            opts.update({name: getattr(self, name) for name in ROLLOUT_ONLY})
+            opts["select_judge"] = self.steering_judge()
         opts["chat_template"] = _file_sha(self.chat_template)
         opts["frozen_date"] = frozen_date
         blob = json.dumps(opts, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()[:12], opts
 
+    def steering_judge(self) -> str | None:
+        """The judge whose verdicts decide a rollout's turns (best-of choice, early stop):
+        ``select_judge``, else the first judge; None when no verdict steers."""
+        if self.best_of <= 1 and self.stop_on == "never":
+            return None
+        return self.select_judge or (self.judges[0] if self.judges else None)
 
-FINGERPRINT = (
-    "seed",
-    "max_answer_tokens",
-    "max_user_tokens",
-    "answer_temperature",
-    "top_p",
-    "top_k",
-    "system_prompt",
-    "bos_token",
-    "eos_token",
-    "chat_template_kwargs",
-    "history_reasoning",
-    "system_placement",
-)
-"""RunConfig fields in the config fingerprint (plus the template file's SHA and the date)."""
+
+FIELD_ROLES: dict[str, str] = {
+    # experiment: in the config fingerprint (rows made otherwise never share a cell)
+    "seed": "experiment",
+    "max_answer_tokens": "experiment",
+    "max_user_tokens": "experiment",
+    "answer_temperature": "experiment",
+    "top_p": "experiment",
+    "top_k": "experiment",
+    "system_prompt": "experiment",
+    "chat_template": "experiment",
+    "bos_token": "experiment",
+    "eos_token": "experiment",
+    "chat_template_kwargs": "experiment",
+    "history_reasoning": "experiment",
+    "system_placement": "experiment",
+    "frozen_date": "experiment",
+    "stop_on": "experiment",
+    "best_of": "experiment",
+    "select_judge": "experiment",
+    # selection: which rows exist; each is a cell key or an item id already
+    "models": "selection",
+    "datasets": "selection",
+    "limit": "selection",
+    "sample": "selection",
+    "items": "selection",
+    "temperatures": "selection",
+    "samples": "selection",
+    "perturbations": "selection",
+    "probe": "selection",
+    "turns": "selection",
+    "judge_reference": "selection",
+    "skip_bad_rows": "selection",
+    # cosmetic: where results go and how the work is run; the rows are the same
+    "judges": "cosmetic",
+    "base_url": "cosmetic",
+    "judge_base_url": "cosmetic",
+    "keep_configs": "cosmetic",
+    "executor": "cosmetic",
+    "address": "cosmetic",
+    "workers": "cosmetic",
+}
+"""Every RunConfig field, placed once. ``experiment`` fields change what a stored row
+contains and make the config fingerprint; ``selection`` fields choose which rows exist
+(they are cell keys, rollout turns or item ids, so a second grid adds cells instead of
+pooling) and name the default run directory with the experiment fields; ``cosmetic``
+fields change neither. Judges are cosmetic here because each judge is a cell key of its
+own; the one judge that steers a rollout enters the fingerprint as ``select_judge``."""
+
+FINGERPRINT = tuple(k for k, v in FIELD_ROLES.items() if v == "experiment")
+SELECTION = tuple(k for k, v in FIELD_ROLES.items() if v == "selection")
+ROLLOUT_ONLY = ("stop_on", "best_of", "select_judge")
+"""Experiment fields that only a rollout reads (in its fingerprint, not a one-turn run's)."""
 
 
 def _file_sha(path: str | None) -> str | None:
@@ -158,12 +230,38 @@ def _yaml_line(text: str, key: str) -> int | None:
     return None
 
 
+class _DuplicateKey(Exception):
+    def __init__(self, key: str, line: int, first: int) -> None:
+        super().__init__(key)
+        self.key, self.line, self.first = key, line, first
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """The safe loader, refusing a key given twice in one mapping: YAML's own rule, which
+    PyYAML does not enforce (it keeps the last value, silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            line = key_node.start_mark.line + 1
+            if isinstance(key, str | int | float | bool) and key in first:
+                raise _DuplicateKey(str(key), line, first[key])
+            if isinstance(key, str | int | float | bool):
+                first[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_config(path: str | Path, overrides: dict[str, Any]) -> RunConfig:
     """Load a YAML experiment (or a manifest with a ``config:`` block) plus CLI overrides."""
     p = Path(path)
     text = read_text(p, "config file")
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
+    except _DuplicateKey as exc:
+        raise UserError(
+            f"duplicate key (first on line {exc.first})", file=str(p), line=exc.line, field=exc.key
+        ) from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise UserError(

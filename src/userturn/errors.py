@@ -63,3 +63,8 @@ def read_text(path: Path, what: str = "file") -> str:
             file=str(path),
             line=line,
         ) from exc
+
+
+class ResourceError(Exception):
+    """The machine ran out of something (disk space): not the user's input, so the CLI
+    exits 1, not 2, with this one line, which says what is kept and what to run next."""

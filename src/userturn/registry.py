@@ -18,15 +18,18 @@ import importlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from userturn.errors import UserError, missing_extra
 from userturn.spec import Spec, parse_spec
 
 PluginKind = Literal["model", "dataset", "judge", "perturbation"]
 OptionType = Literal["int", "float", "str", "bool"]
+OptionValue = int | float | str | bool
 TRUE = frozenset({"1", "true", "yes", "on"})
 FALSE = frozenset({"0", "false", "no", "off"})
+"""The one spelling of booleans, case-insensitive: every ``bool`` option reads these."""
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -39,19 +42,25 @@ class Option:
     max: float | None = None
     choices: tuple[str, ...] = ()
 
-    def check(self, name: str, raw: str, what: str) -> None:
-        """Raise a one-line ``UserError`` unless ``raw`` is a valid value."""
+    def parse(self, name: str, raw: str, what: str) -> OptionValue:
+        """The typed value of ``raw``, or a one-line ``UserError`` naming the option.
+
+        This is the only place an option's text is read: plugins get the value, so a
+        spelling that validates is the spelling the plugin honours."""
         where = f"{what} option {name}={raw!r}"
         if self.choices and raw not in self.choices:
             raise UserError(f"{where}: expected one of {', '.join(self.choices)}", field=what)
-        if self.type == "bool" and raw.lower() not in TRUE | FALSE:
-            raise UserError(f"{where}: expected true or false", field=what)
+        if self.type == "bool":
+            if raw.lower() not in TRUE | FALSE:
+                raise UserError(f"{where}: expected on or off (or true/false)", field=what)
+            return raw.lower() in TRUE
         if self.type in ("int", "float"):
-            self._check_number(raw, where, what)
-        if self.type == "str" and not raw:
+            return self._number(raw, where, what)
+        if not raw:
             raise UserError(f"{where}: empty value", field=what)
+        return raw
 
-    def _check_number(self, raw: str, where: str, what: str) -> None:
+    def _number(self, raw: str, where: str, what: str) -> int | float:
         try:
             value = int(raw) if self.type == "int" else float(raw)
         except ValueError:
@@ -62,6 +71,7 @@ class Option:
             raise UserError(f"{where}: must be >= {self.min:g}", field=what)
         if self.max is not None and value > self.max:
             raise UserError(f"{where}: must be <= {self.max:g}", field=what)
+        return value
 
 
 def _an(kind: str) -> str:
@@ -99,7 +109,14 @@ class Plugin:
 
     def check_options(self, options: Mapping[str, str], extra: Mapping[str, Option] = {}) -> None:
         """Refuse unknown options (listing the valid ones) and malformed values."""
+        self.parse_options(options, extra)
+
+    def parse_options(
+        self, options: Mapping[str, str], extra: Mapping[str, Option] = {}
+    ) -> dict[str, OptionValue]:
+        """The typed values of ``options``; unknown names and bad values are refused."""
         known = {**self.options, **extra}
+        values: dict[str, OptionValue] = {}
         for name, raw in options.items():
             if name not in known:
                 valid = ", ".join(sorted(known)) or "none"
@@ -107,7 +124,21 @@ class Plugin:
                     f"unknown option {name!r} for {self.kind} {self.name!r} (valid: {valid})",
                     field=self.kind,
                 )
-            known[name].check(name, raw, self.kind)
+            values[name] = known[name].parse(name, raw, self.kind)
+        return values
+
+    def typed(self, cls: type[T], options: Mapping[str, str]) -> T:
+        """``options`` parsed into the plugin's frozen options dataclass ``cls``, which has
+        one field per registered option (its default where the spec doesn't set it)."""
+        return cls(**self.parse_options(options))
+
+
+def typed(
+    cls: type[T], schema: Mapping[str, Option], options: Mapping[str, str], what: PluginKind
+) -> T:
+    """``options`` checked against ``schema`` and parsed into ``cls``, for option sets that
+    belong to no single plugin (an LLM judge's own, a client's transport options)."""
+    return Plugin(what, what, "", "", options=schema).typed(cls, options)
 
 
 # options shared by several plugins ----------------------------------------------------
@@ -126,7 +157,7 @@ HTTP = {
 }
 DTYPES = ("float32", "float16", "bfloat16", "auto")
 JUDGE_LLM = {
-    "cache": Option("str", "verdict cache", choices=("on", "off")),
+    "cache": Option("bool", "verdict cache (default on)"),
     "parse_retries": Option("int", "extra tries when a reply can't be read", min=0),
     "max_tokens": Option("int", "judge reply budget", min=1),
     "max_chars": Option("int", "characters per message shown to the judge", min=1),
@@ -147,9 +178,7 @@ MODELS: dict[str, Plugin] = {
                 "n_ctx": Option("int", "context window in tokens", min=64),
                 "n_threads": Option("int", "CPU threads", min=1),
                 "batch_samples": Option(
-                    "str",
-                    "decode the k samples of a prompt together (default off)",
-                    choices=("on", "off"),
+                    "bool", "decode the k samples of a prompt together (default off)"
                 ),
                 "n_seq": Option(
                     "int", "most samples decoded at once when batch_samples=on", min=1, max=64
@@ -231,6 +260,7 @@ DATASETS: dict[str, Plugin] = {
             "GSM8K in 109 languages",
             None,
             {
+                **SOURCE,
                 "lang": Option("str", "language code, e.g. deu"),
                 "instruction": Option("bool", "append the answer-format instruction"),
             },

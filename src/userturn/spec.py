@@ -32,7 +32,14 @@ def parse_spec(raw: str, *, what: str = "spec", kinds: set[str] | None = None) -
     """
     if not raw or not raw.strip():
         raise UserError(f"empty {what}", field=what)
-    body, _, query = raw.partition("?")
+    body, mark, query = raw.partition("?")
+    if mark and (not query or query.startswith("&") or query.endswith("&") or "&&" in query):
+        raise UserError(
+            f"{what} {raw!r} has an empty option: did the shell split it? Quote every "
+            "spec, e.g. 'smollm2-135m?n_ctx=2048&n_threads=1' (an unquoted & starts a "
+            "background job, and zsh globs ?)",
+            field=what,
+        )
     options = dict(parse_qsl(query, keep_blank_values=True)) if query else {}
     kind, sep, target = body.partition(":")
     if not sep or (kinds is not None and kind not in kinds):

@@ -142,7 +142,7 @@ class Judgment:
     """The judge's version (rubric, thresholds): a newer one re-judges, never mixes."""
 
     def to_json(self) -> dict[str, Any]:
-        """The ``judgments`` entry of a records.jsonl line (design.md)."""
+        """The ``judgments`` entry of a records.jsonl line."""
         ok = self.status == "ok"
         out: dict[str, Any] = {
             "judge": self.judge,

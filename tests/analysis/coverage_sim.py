@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -119,3 +120,62 @@ def coverage(
         widths.append(hi - lo)
         zero += int(hi - lo <= 1e-12)
     return Coverage(hits / sims, float(np.mean(widths)), zero / sims)
+
+
+@dataclass(frozen=True)
+class StrataJudge:
+    """A judge whose error rates differ by stratum, as the shipped card's do.
+
+    Each stratum's sensitivity and specificity are drawn from Beta(μκ, (1 - μ)κ); the
+    card holds, per stratum, as many genuine and non-genuine reference turns as
+    ``sizes``. The run's stratum is ``target`` (an index into ``sizes``), or a fresh
+    stratum the card never saw when ``target`` is None.
+    """
+
+    sens_mu: float
+    sens_kappa: float
+    spec_mu: float
+    spec_kappa: float
+    sizes: tuple[tuple[int, int], ...]
+    """(genuine, non-genuine) reference turns per stratum."""
+    target: int | None = 0
+
+
+def shipped_strata_judge(card: dict[str, Any], target: int | None = 0) -> StrataJudge:
+    """The hierarchy's posterior-mean (μ, κ) on a card's dataset strata: strata that
+    differ as much as that card's do, with its reference sizes (the target first)."""
+    from userturn.analysis.strata import hyper
+
+    block = card["strata"]["dataset"]
+    out = []
+    for side in ("sens", "spec"):
+        h = hyper(block, side)
+        assert h is not None
+        out += [float(h.weight @ h.mu), float(np.exp(h.weight @ np.log(h.kappa)))]
+    sizes = [
+        (s["sigma"]["tp"] + s["sigma"]["fn"], s["sigma"]["tn"] + s["sigma"]["fp"])
+        for s in block.values()
+    ]
+    return StrataJudge(*out, sizes=tuple(sorted(sizes)), target=target)
+
+
+def strata_judged_cell(
+    rng: np.random.Generator, p: float, d: Design, judge: StrataJudge
+) -> tuple[ItemCounts, dict[str, Any], str]:
+    """A cell as a stratified judge sees it, the card (pooled and per stratum) and the
+    run's dataset name (``"unseen"`` when the card has no such stratum)."""
+    k = len(judge.sizes)
+    sens = rng.beta(judge.sens_mu * judge.sens_kappa, (1 - judge.sens_mu) * judge.sens_kappa, k + 1)
+    spec = rng.beta(judge.spec_mu * judge.spec_kappa, (1 - judge.spec_mu) * judge.spec_kappa, k + 1)
+    block, pooled = {}, {"tp": 0, "fn": 0, "fp": 0, "tn": 0}
+    for j, (pos, neg) in enumerate(judge.sizes):
+        tp, tn = int(rng.binomial(pos, sens[j])), int(rng.binomial(neg, spec[j]))
+        sigma = {"tp": tp, "fn": pos - tp, "fp": neg - tn, "tn": tn}
+        block[f"d{j}"] = {"sigma": sigma}
+        pooled = {key: pooled[key] + sigma[key] for key in pooled}
+    t = k if judge.target is None else judge.target
+    n = sample_n(rng, d)
+    true = rng.binomial(n, item_probs(rng, p, d.rho, d.items))
+    seen = rng.binomial(true, sens[t]) + rng.binomial(n - true, 1 - spec[t])
+    card = {"sigma": pooled, "strata": {"dataset": block}}
+    return counts(seen, n), card, "unseen" if judge.target is None else f"d{t}"

@@ -13,7 +13,15 @@ import math
 import numpy as np
 import pytest
 
-from userturn.analysis.sampling import SPREAD_EDGES, gf_at_k, gf_at_k_items, gf_ks, item_spread
+from userturn.analysis.sampling import (
+    SPREAD_EDGES,
+    corrected_gf_at_k,
+    gf_at_k,
+    gf_at_k_items,
+    gf_ks,
+    item_spread,
+    null_spread,
+)
 
 
 def _brute_gf(per_item: list[tuple[int, int]], k: int) -> float:
@@ -91,3 +99,66 @@ def test_item_spread_of_an_unjudged_cell() -> None:
     got = item_spread([(0, 0)])
     assert (got.never, got.sometimes, got.always, got.n_items) == (None, None, None, 0)
     assert sum(got.histogram) == 0
+
+
+def _judged(
+    rng: np.random.Generator, p: float, items: int, k: int, se: float, sp: float
+) -> tuple[list[tuple[int, int]], float]:
+    """A cell as a judge of (se, sp) sees it (item probabilities from a Beta with mean
+    p), and its true GF@k."""
+    probs = np.zeros(items) if p == 0 else rng.beta(p * 4, (1 - p) * 4, items)
+    true = rng.binomial(k, probs)
+    seen = rng.binomial(true, se) + rng.binomial(k - true, 1 - sp)
+    return [(int(s), k) for s in seen], float(np.mean(1 - (1 - probs) ** k))
+
+
+def test_corrected_gf_at_k_is_gf_at_k_for_a_perfect_judge() -> None:
+    rng = np.random.default_rng(3)
+    per_item = [(int(rng.integers(0, 5)), 4) for _ in range(30)]
+    ones = np.ones(200)
+    got = corrected_gf_at_k(per_item, ones, ones, (1.0, 1.0))
+    for k, value in gf_at_k(per_item).items():
+        assert got[k].value == pytest.approx(value, abs=1e-12)
+        assert got[k].null == 0.0
+
+
+def test_with_no_genuine_turn_the_judged_gf4_sits_at_its_null_floor() -> None:
+    """The card's pooled error rates (se 0.756, sp 0.842): with no genuine turn at all,
+    judged GF@4 is about 0.50. The null floor says so, and the corrected value's CI
+    contains the truth, 0."""
+    se, sp = 0.756, 0.842
+    rng = np.random.default_rng(0)
+    raw, hits = [], 0
+    for s in range(150):
+        per_item, truth = _judged(rng, 0.0, 50, 4, se, sp)
+        got = corrected_gf_at_k(per_item, rng.beta(121.5, 39.5, 400), rng.beta(267.5, 50.5, 400),
+                                (se, sp), seed=s)[4]  # fmt: skip
+        raw.append(gf_at_k(per_item)[4])
+        assert got.null == pytest.approx(1 - sp**4)
+        assert got.ci_low is not None and got.ci_high is not None
+        hits += int(got.ci_low <= truth <= got.ci_high)
+    assert np.mean(raw) == pytest.approx(1 - sp**4, abs=0.02)
+    assert 1 - sp**4 == pytest.approx(0.50, abs=0.01)
+    assert hits / 150 >= 0.93
+
+
+@pytest.mark.parametrize("p", [0.02, 0.2, 0.5])
+def test_corrected_gf_at_k_covers_the_true_gf(p: float) -> None:
+    se, sp = 0.756, 0.842
+    rng = np.random.default_rng(int(p * 100))
+    hits = 0
+    for s in range(120):
+        per_item, truth = _judged(rng, p, 50, 4, se, sp)
+        got = corrected_gf_at_k(per_item, rng.beta(121.5, 39.5, 400), rng.beta(267.5, 50.5, 400),
+                                (se, sp), seed=s)[4]  # fmt: skip
+        assert got.ci_low is not None and got.ci_high is not None
+        hits += int(got.ci_low - 1e-12 <= truth <= got.ci_high + 1e-12)
+    assert hits / 120 >= 0.93
+
+
+def test_null_spread_is_what_a_judge_reports_when_nothing_is_genuine() -> None:
+    never, sometimes, always = null_spread([(0, 4), (0, 4), (0, 1)], 0.9)  # type: ignore[misc]
+    assert never == pytest.approx((0.9**4 * 2 + 0.9) / 3)
+    assert always == pytest.approx((0.1**4 * 2 + 0.1) / 3)
+    assert never + sometimes + always == pytest.approx(1.0)
+    assert null_spread([(0, 0)], 0.9) is None

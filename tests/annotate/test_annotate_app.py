@@ -40,7 +40,7 @@ def make_packet(run: Path, tmp_path: Path, n: int = 8) -> tuple[Path, dict[str, 
 @pytest.fixture()
 def client(store_run: Path, tmp_path: Path) -> TestClient:
     packet, _ = make_packet(store_run, tmp_path)
-    return TestClient(create_app(packet))
+    return TestClient(create_app(packet), base_url="http://127.0.0.1")
 
 
 def first_id(client: TestClient) -> str:
@@ -112,12 +112,15 @@ def test_annotators_submitting_at_once(client: TestClient) -> None:
 
 def test_annotations_survive_a_new_server(store_run: Path, tmp_path: Path) -> None:
     packet, _ = make_packet(store_run, tmp_path)
-    first = TestClient(create_app(packet))
+    first = TestClient(create_app(packet), base_url="http://127.0.0.1")
     ids = first.get("/api/packet").json()["ids"]
     for i, ex_id in enumerate(ids[:3]):
-        assert put(first, ex_id, annotator="a", genuine=i == 0).status_code == 200
+        label = "plausible_followup" if i == 0 else "degenerate_short"
+        assert put(first, ex_id, annotator="a", genuine=i == 0, label=label).status_code == 200
     assert put(first, ids[0], annotator="b", label="other").status_code == 200
-    second = TestClient(create_app(packet))  # as after a crash: only the SQLite file is left
+    second = TestClient(
+        create_app(packet), base_url="http://127.0.0.1"
+    )  # as after a crash: only the SQLite file is left
     assert second.get("/api/annotations", params={"annotator": "a"}).json()["done"] == 3
     rows = AnnotationDB.in_packet(packet).all()
     assert sorted((r.annotator, r.example_id) for r in rows) == sorted(
@@ -157,7 +160,7 @@ def all_responses(client: TestClient) -> list[tuple[str, Any]]:
 
 def check_blind(run: Path, tmp_path: Path) -> int:
     packet, key = make_packet(run, tmp_path)
-    client = TestClient(create_app(packet))
+    client = TestClient(create_app(packet), base_url="http://127.0.0.1")
     store = Store(run / STORE_NAME)
     records = {r["id"]: r for r in iter_records(store)}
     store.close()

@@ -18,12 +18,14 @@ from typing import Any
 
 import pytest
 
+from userturn import registry
 from userturn.backends import load_backend
 from userturn.backends import vllm as vllm_backend
 from userturn.backends.vllm import (
     Call,
     ScoreCall,
     VLLMBackend,
+    VLLMOptions,
     collect,
     collect_scores,
     engine_args,
@@ -31,6 +33,7 @@ from userturn.backends.vllm import (
     plan_scores,
     sampling_args,
     score_args,
+    score_engine_args,
 )
 from userturn.errors import UserError
 from userturn.spec import parse_spec
@@ -40,8 +43,9 @@ HOT = SamplingParams(temperature=1.0, top_p=0.9, top_k=0, max_tokens=8, stop=("<
 GREEDY = SamplingParams(temperature=0.0, top_p=0.9, top_k=40, max_tokens=8)
 
 
-def spec(raw: str) -> Any:
-    return parse_spec(raw, kinds={"vllm"})
+def spec(raw: str) -> VLLMOptions:
+    """The typed options of a vLLM spec, as the backend receives them."""
+    return registry.MODELS["vllm"].typed(VLLMOptions, parse_spec(raw, kinds={"vllm"}).options)
 
 
 def test_engine_args_parallelism_and_ray() -> None:
@@ -61,6 +65,13 @@ def test_engine_args_parallelism_and_ray() -> None:
     forced = engine_args(spec("vllm:m?ray=1&gpu_memory_utilization=0.5"), "m", local_gpus=8)
     assert forced["distributed_executor_backend"] == "ray"
     assert forced["gpu_memory_utilization"] == 0.5
+    for spelling in ("on", "yes", "True", "TRUE", "1", "true"):  # each validates: each is honoured
+        asked = engine_args(spec(f"vllm:m?ray={spelling}"), "m", local_gpus=8)
+        assert asked["distributed_executor_backend"] == "ray", spelling
+    for spelling in ("off", "no", "False", "0"):
+        assert "distributed_executor_backend" not in engine_args(
+            spec(f"vllm:m?ray={spelling}"), "m", local_gpus=8
+        )
     with pytest.raises(UserError, match="integer"):
         engine_args(spec("vllm:m?tp=two"), "m", local_gpus=1)
     with pytest.raises(UserError, match=">= 1"):
@@ -260,3 +271,54 @@ def test_loglikelihood_glue_with_recording_vllm(monkeypatch: pytest.MonkeyPatch)
     assert tail[-1] == backend.tokenizer.convert_tokens_to_ids("<|im_end|>")
     assert res.scores[0].token_logprobs == tuple(_lp(t) for t in tail)
     assert (res.scores[1].n_tokens, res.scores[1].logprob) == (0, 0.0)
+
+
+def test_scoring_engine_has_prefix_caching_off() -> None:
+    args = engine_args(spec("vllm:m?tp=2"), "m", local_gpus=2)
+    assert args["enable_prefix_caching"] is True
+    scoring = score_engine_args(args)
+    assert scoring == {**args, "enable_prefix_caching": False}
+
+
+def test_score_requests_in_two_orders_give_the_same_calls_and_values() -> None:
+    """The calls for a batch are a function of each pair alone: reversing the requests
+    reverses the calls, and the scores collected back per request are equal."""
+    prompts = [[1, 2, 3], [4, 5], [6]]
+    conts = [[[10, 11], [12]], [[13, 14, 15]], [[16], []]]
+    order = [2, 0, 1]
+    calls = plan_scores(prompts, conts)
+    again = plan_scores([prompts[i] for i in order], [conts[i] for i in order])
+    key = {(c.prompt_token_ids, c.start) for c in calls}
+    assert key == {(c.prompt_token_ids, c.start) for c in again}
+    first = collect_scores(
+        prompts, conts, calls, [_scored(list(c.prompt_token_ids)) for c in calls]
+    )
+    second = collect_scores(
+        [prompts[i] for i in order],
+        [conts[i] for i in order],
+        again,
+        [_scored(list(c.prompt_token_ids)) for c in again],
+    )
+    assert [second[order.index(i)].scores for i in range(3)] == [r.scores for r in first]
+
+
+def test_loglikelihood_runs_on_an_engine_without_prefix_caching(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The recorded request shapes: scoring builds its engine with caching off, sends one
+    prompt + continuation per pair with ``prompt_logprobs=0``; generating afterwards gets
+    the caching engine back."""
+    pytest.importorskip("transformers")
+    monkeypatch.setattr(vllm_backend, "vllm_installed", lambda: True)
+    backend = load_backend("vllm:smollm2-135m")
+    assert isinstance(backend, VLLMBackend)
+    backend.tokenizer  # noqa: B018 - load the real tokenizer before vllm is faked
+    fake = _FakeVLLM()
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    prompt = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+    backend.loglikelihood([ScoreRequest(prompt + "<|im_start|>user\n", ("Thanks!", "Why?"))])
+    assert fake.engine["enable_prefix_caching"] is False
+    prompts, params = fake.calls[-1]
+    assert len(prompts) == 2 and all(p["prompt_logprobs"] == 0 for p in params)
+    backend.generate([GenRequest(prompt + "<|im_start|>user\n", "user", HOT, seeds=(1,))])
+    assert fake.engine["enable_prefix_caching"] is True

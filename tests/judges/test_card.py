@@ -11,10 +11,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from statsmodels.stats.proportion import proportion_confint
 
 from userturn.errors import UserError
+from userturn.judges import protocol
 from userturn.judges.base import Judge
 from userturn.judges.card import build_card, card_filename, load_card, write_card
 from userturn.judges.offline import OfflineJudge
@@ -123,6 +125,77 @@ def test_strata_split_the_counts_by_model_and_dataset(tmp_path: Path) -> None:
     assert by_model["m2"]["sensitivity"]["value"] is None  # no genuine reference row
     assert (by_model["m2"]["reference_rate"], by_model["m2"]["judged_rate"]) == (0.0, 0.5)
     assert list(card["strata"]["dataset"]) == ["gsm8k"]
+    assert list(card["strata"]["file"]) == ["ref.jsonl"]
+    assert sum(p["sigma"]["tp"] for p in card["strata"]["style"].values()) == 1
+
+
+def test_offline_card_has_style_strata_over_all_three_files() -> None:
+    """The shipped card covers the fluent file and breaks σ down by style."""
+    judge = OfflineJudge(Spec(kind="offline", target="", raw="offline"))
+    card = load_card("offline", judge.version)
+    assert card is not None
+    assert {r["file"] for r in card["references"]} == {
+        "judge_train.jsonl", "judge_dev.jsonl", "judge_realistic.jsonl"}  # fmt: skip
+    assert set(card["strata"]["style"]) == set(protocol.STYLES)
+    assert "grouped by context" in card["method"]
+
+
+def _row(first: str, turn: str = "ok", origin: str = "model") -> dict[str, Any]:
+    msgs = [{"role": "user", "content": first}, {"role": "assistant", "content": "a"}]
+    return {"messages": msgs, "user_turn": turn, "origin": origin}
+
+
+def test_grouped_folds_never_split_a_conversation() -> None:
+    """Rows answering one conversation (same first request, any answer variant) share a
+    fold; row-level folds put 350 of the 477 small-model rows beside a sibling."""
+    rows = [_row(f"question {i // 3}") for i in range(60)]
+    rows[1]["messages"][0]["content"] = "  QUESTION   0 "  # whitespace and case variant
+    genuine = np.array([i % 2 == 0 for i in range(60)])
+    groups = protocol.groups(rows)
+    seen: dict[str, int] = {}
+    for k, (train, test) in enumerate(protocol.folds(rows, genuine)):
+        assert not set(groups[train]) & set(groups[test])
+        for g in groups[test]:
+            assert seen.setdefault(str(g), k) == k
+    assert len(seen) == 20
+
+
+def test_transfer_and_leave_one_out_splits() -> None:
+    files = np.array(["judge_train.jsonl", "judge_realistic.jsonl", "judge_dev.jsonl"])
+    split = protocol.transfer(files)
+    assert [list(x) for x in split["small_to_realistic"]] == [[0, 2], [1]]
+    assert [list(x) for x in split["realistic_to_small"]] == [[1], [0, 2]]
+    parts = list(protocol.leave_one_out(np.array(["a", "b", "a"])))
+    assert [(list(tr), list(te)) for tr, te in parts] == [([1], [0, 2]), ([0, 2], [1])]
+
+
+@pytest.mark.parametrize(
+    ("turn", "origin", "style"),
+    [
+        (
+            "wait why is the weekend 1/16 of 1600 each? wouldnt that change it",
+            "written",
+            "written_human_like",
+        ),
+        (
+            "my son is 8 months and his temp was 100.6 last night. is that teething",
+            "written",
+            "written_human_like",
+        ),
+        ("Here's a thinking process: 1. Analyze the request.", "written", "written_model_like"),
+        ("<|im_start|>user\nWhy?<|im_end|>", "written", "written_model_like"),
+        ("Could you clarify why the weekend counts separately?", "written", "written_model_like"),
+        ("Why?", "model", "model_output"),
+        ("how do i fix this", "human", "real_human"),
+    ],
+)
+def test_style_strata(turn: str, origin: str, style: str) -> None:
+    assert protocol.style(_row("q", turn, origin)) == style
+
+
+def test_a_verbatim_copy_of_the_request_reads_model_like() -> None:
+    request = "elderly aunt stumbling lately, is it normal aging or something else to check"
+    assert protocol.style(_row(request, request, "written")) == "written_model_like"
 
 
 def test_write_then_read_back(card: dict[str, Any], tmp_path: Path) -> None:
@@ -168,7 +241,7 @@ def test_shipped_cards_match_the_shipped_judges(judge: Judge) -> None:
     assert card["specificity"] == _recomputed(s["tn"], s["tn"] + s["fp"])
     assert sum(map(sum, card["label_confusion"])) == sum(s.values())
     assert card["control_set"]["n"] > 0
-    for field in ("model", "dataset"):  # every reference row names both
+    for field in ("model", "dataset", "style", "file"):  # every reference row has each
         parts = card["strata"][field].values()
         assert {k: sum(p["sigma"][k] for p in parts) for k in s} == s
 

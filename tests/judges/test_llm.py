@@ -20,7 +20,7 @@ import fault_server
 from fault_server import FaultServer
 from userturn.cli import main
 from userturn.errors import UserError
-from userturn.http import CallResult, OpenAIClient
+from userturn.http import CallResult, HTTPOptions, OpenAIClient
 from userturn.judges import load_judge
 from userturn.judges.cache import DiskCache
 from userturn.judges.chat_models import (
@@ -358,7 +358,7 @@ def test_self_hosted_judge_gets_thinking_off_and_hosted_gets_nothing() -> None:
         (hit,) = srv.hits
     assert hit.params["chat_template_kwargs"] == {"enable_thinking": False}
     hosted = HTTPChatModel(
-        OpenAIClient("gpt-x", {"api_key_env": "HOME"}, "https://api.openai.com/v1")
+        OpenAIClient("gpt-x", HTTPOptions(api_key_env="HOME"), "https://api.openai.com/v1")
     )
     assert hosted.shapes.start == ChatShape(template_kwargs=False)
 

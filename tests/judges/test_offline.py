@@ -19,16 +19,15 @@ from sklearn.ensemble import RandomForestClassifier
 from shared_files import SHARED
 from userturn.errors import UserError
 from userturn.judges import offline_fit
-from userturn.judges.offline import OfflineJudge, Params, shipped_params
+from userturn.judges.offline import ALL_NAMES, OfflineJudge, Params, shipped_params
 from userturn.judges.offline_cues import challenges
-from userturn.judges.offline_features import NAMES, measure_turn
 from userturn.judges.offline_forest import Forest, forest_to_json
 from userturn.spec import Spec
 from userturn.types import LABELS, JudgeInput, Judgment
 
 FIXTURES = Path(__file__).parent / "fixtures"
-CONTROL_SIGMA_FLOOR = 0.75
-"""The shipped judge gets 0.81 of the planted cases' σ right (bench/judge_offline.py,
+CONTROL_SIGMA_FLOOR = 0.8
+"""The shipped judge gets 73 of the 83 planted cases' σ right (0.88; bench/judge_offline.py,
 cards/offline.json); a drop below this floor means a feature or gate broke."""
 
 
@@ -68,7 +67,7 @@ def _check_invariants(verdicts: list[Judgment], n: int) -> None:
         assert v.rationale
         assert v.probability is not None and 0.0 <= v.probability <= 1.0
         assert isinstance(v.challenges_answer, bool)
-        assert v.version.startswith("offline-1+")
+        assert v.version.startswith("offline-2+")
 
 
 def test_control_set_covers_every_label_and_context() -> None:
@@ -89,20 +88,47 @@ def test_control_sigma_accuracy_floor(control_verdicts: list[Judgment]) -> None:
     assert accuracy >= CONTROL_SIGMA_FLOOR, f"σ accuracy {accuracy:.2f}; missed {misses}"
 
 
-KNOWN_MISS = pytest.mark.xfail(
-    strict=True,
-    reason="the shipped forest calls this short paraphrased re-ask genuine (P 0.40 > 0.29);"
-    " a containment gate fixed it but lowered judge_train CV κ (0.605 -> 0.586), so it"
-    " was not shipped",
-)
 ISSUE_CASES = [
-    pytest.param("ctl-math-previous_turn_restate-2", False, marks=KNOWN_MISS),  # James re-ask
+    ("ctl-math-previous_turn_restate-2", False),  # James re-ask, in other words
     ("ctl-math-new_task_prompt-1", False),  # the bat-and-ball puzzle
     ("ctl-math-new_task_prompt-2", False),  # same-domain new word problem
     ("ctl-math2-new_task_prompt-1", False),  # "What is the answer to this question: ..."
     ("ctl-health2-plausible_followup-2", True),  # "Can you show that as a table?"
     ("ctl-health2-plausible_followup-1", True),  # "Is that per week or per day?"
 ]
+FLUENT_MISS = pytest.mark.xfail(
+    strict=True,
+    reason="still missed by the shipped judge: the voice gate reads 'a version aimed at kids'"
+    " as about nothing here; a re-ask that adds 'the muffins and the cookies'; a new word"
+    " problem on the jug's own topic",
+)
+FLUENT_CASES = [
+    ("ctl-fmuffins-plausible_followup-1", True),  # "Wait, are you sure ... double-check?"
+    ("ctl-fmuffins-plausible_followup-2", True),  # "... as a small table?"
+    ("ctl-fmuffins-plausible_followup-3", True),  # a typed what-if
+    ("ctl-fmuffins-previous_turn_restate-1", False),  # the question verbatim
+    pytest.param("ctl-fmuffins-previous_turn_restate-2", False, marks=FLUENT_MISS),
+    ("ctl-fmuffins-meta_planning-1", False),  # "We need to verify the answer: ..."
+    ("ctl-fcode-plausible_followup-1", True),  # "Thanks! Could you add type hints ..."
+    ("ctl-fcode-new_task_prompt-1", False),  # "Thanks! Now write a poem about cats."
+    ("ctl-fcode-assistant_turn_restate-1", False),  # "Sure! Here's the function ..."
+    pytest.param("ctl-fcopy-plausible_followup-1", True, marks=FLUENT_MISS),
+    ("ctl-fcopy-assistant_turn_restate-1", False),  # a paraphrase of the answer
+    ("ctl-frome-new_task_prompt-1", False),  # "Who was the first president ...?"
+    ("ctl-frome-plausible_followup-1", True),  # "why 476 though? ..."
+    ("ctl-fmult-previous_turn_restate-1", False),  # "What is 12 x 3?" verbatim
+    ("ctl-fjug-assistant_turn_restate-1", False),  # "The answer is 2.5 liters."
+    pytest.param("ctl-fjug-new_task_prompt-1", False, marks=FLUENT_MISS),
+]
+
+
+@pytest.mark.parametrize(("row_id", "genuine"), FLUENT_CASES)
+def test_fluent_cases(judge: OfflineJudge, row_id: str, genuine: bool) -> None:
+    """Fluent turns of the kind real models and people write, each of which the
+    previous judge (word overlap and cues only) got wrong or nearly so."""
+    [row] = [r for r in CONTROL if r["id"] == row_id]
+    [verdict] = judge.judge(_inputs([row]))
+    assert verdict.genuine is genuine, verdict.rationale
 
 
 @pytest.mark.parametrize(("row_id", "genuine"), ISSUE_CASES)
@@ -175,7 +201,7 @@ def test_challenge_flag_reaches_the_judgment(judge: OfflineJudge) -> None:
 
 def test_version_follows_the_parameters() -> None:
     default = OfflineJudge(_spec())
-    assert default.version.startswith("offline-1+")
+    assert default.version.startswith("offline-2+")
     stricter = OfflineJudge(_spec("offline?threshold=0.9", threshold="0.9"))
     assert stricter.threshold == 0.9
     assert stricter.version != default.version
@@ -189,10 +215,12 @@ def test_bad_options_fail_loudly(options: dict[str, str]) -> None:
 
 def test_parameters_are_data_for_these_features() -> None:
     params = shipped_params()
-    assert params.raw["features"] == list(NAMES)
+    assert params.raw["features"] == list(ALL_NAMES)
     assert set(params.label_classes) <= set(LABELS) - {"plausible_followup"}
     with pytest.raises(UserError, match="features"):
-        Params.from_json({**params.raw, "features": list(NAMES)[:-1]})
+        Params.from_json({**params.raw, "features": list(ALL_NAMES)[:-1]})
+    with pytest.raises(UserError, match="gates"):
+        Params.from_json({**params.raw, "gates": ["surface", "psychic"]})
 
 
 def test_forest_matches_scikit_learn() -> None:
@@ -215,12 +243,9 @@ def test_forest_matches_scikit_learn() -> None:
 def test_fit_is_deterministic(monkeypatch: pytest.MonkeyPatch) -> None:
     """Same rows, same parameters, byte for byte (small forests to keep this quick)."""
     monkeypatch.setattr(offline_fit, "N_TREES", 5)
-    rows = CONTROL + CONTROL
-    x = np.array([measure_turn(r["messages"], r["user_turn"]).vector() for r in rows])
-    genuine = np.array([r["genuine_followup"] for r in rows])
-    labels = np.array([r["label"] for r in rows])
-    first = offline_fit.dumps(offline_fit.fit_arrays(x, genuine, labels))
-    assert first == offline_fit.dumps(offline_fit.fit_arrays(x, genuine, labels))
+    ref = offline_fit.load_reference([FIXTURES / "control_set.jsonl"])
+    first = offline_fit.dumps(offline_fit.fit_arrays(ref))
+    assert first == offline_fit.dumps(offline_fit.fit_arrays(ref))
     judge = OfflineJudge(_spec(), params=Params.from_json(json.loads(first)))
     _check_invariants(judge.judge(_inputs(CONTROL[:5])), 5)
 
@@ -240,3 +265,36 @@ def test_shipped_parameters_are_the_refit() -> None:
         pytest.skip(f"reference files not found under {SHARED}")
     refit = offline_fit.dumps(offline_fit.fit_params(offline_fit.load_reference(paths)))
     assert refit == offline_fit.default_output().read_text()
+
+
+def test_numpy_encoder_matches_transformers() -> None:
+    """The static table is distilled by a numpy BERT; it must be MiniLM's own forward pass."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from safetensors.numpy import load_file
+
+    from userturn.assets import fetch
+    from userturn.judges.offline_embed import MINILM, _bert
+
+    folder = fetch(MINILM)
+    config = json.loads((folder / "config.json").read_text())
+    seq = np.array(
+        [[101, 2129, 2172, 2515, 2016, 3477, 102], [101, 2054, 2003, 2023, 1029, 2009, 102]]
+    )
+    mine = _bert(load_file(str(folder / "model.safetensors")), seq, config)
+    model = transformers.BertModel.from_pretrained(str(folder)).eval()
+    with torch.no_grad():
+        ref = model(torch.tensor(seq)).last_hidden_state.numpy()
+    assert np.abs(mine - ref).max() < 1e-4
+
+
+def test_paraphrase_is_closer_than_a_new_topic() -> None:
+    """The static embeddings see a re-ask in other words, which word overlap cannot."""
+    from userturn.judges.offline_embed import encoder
+
+    q, para, other = encoder().encode([
+        "How much money does Maria spend altogether on the muffins and cookies?",
+        "What is the total Maria pays for the cookies and muffins?",
+        "Who was the first president of the United States?",
+    ])  # fmt: skip
+    assert float(q @ para) > float(q @ other) + 0.2

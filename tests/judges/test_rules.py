@@ -20,12 +20,12 @@ from userturn.judges.rules import (
     RulesJudge,
     Thresholds,
     classify,
-    cohen_kappa,
     fit_thresholds,
     rules_version,
 )
 from userturn.judges.rules_features import measure
 from userturn.spec import Spec
+from userturn.stats import kappa as cohen_kappa
 from userturn.types import LABELS, JudgeInput, Judgment
 
 FIXTURES = Path(__file__).parent / "fixtures" / "rules_cases.jsonl"
@@ -114,7 +114,7 @@ def test_in_sample_kappa_floor(judge: RulesJudge, dev_rows: list[dict[str, Any]]
     kappa = cohen_kappa(
         [bool(v.genuine) for v in verdicts], [bool(r["genuine_followup"]) for r in dev_rows]
     )
-    assert kappa >= KAPPA_FLOOR, f"in-sample κ {kappa:.3f} < {KAPPA_FLOOR}"
+    assert kappa is not None and kappa >= KAPPA_FLOOR, f"in-sample κ {kappa:.3f} < {KAPPA_FLOOR}"
 
 
 def test_shipped_thresholds_are_the_dev_fit(dev_rows: list[dict[str, Any]]) -> None:
@@ -171,5 +171,5 @@ def test_odd_context_does_not_raise(judge: RulesJudge) -> None:
 
 def test_cohen_kappa_edges() -> None:
     assert cohen_kappa([True, False], [True, False]) == 1.0
-    assert cohen_kappa([True, True], [True, True]) == 0.0
-    assert cohen_kappa([], []) == 0.0
+    assert cohen_kappa([True, True], [True, True]) is None  # undefined, not "no agreement"
+    assert cohen_kappa([], []) is None

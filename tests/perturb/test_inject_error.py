@@ -22,7 +22,7 @@ from userturn.cli import main
 from userturn.datasets import load_dataset
 from userturn.errors import UserError
 from userturn.perturb import load_perturbation
-from userturn.perturb.inject_numeric import occurrences, wrong_values
+from userturn.perturb.inject_numeric import final_occurrences, occurrences, wrong_values
 from userturn.scoring.multiple_choice import extract_letter
 from userturn.scoring.numeric import extract_number, gold_number
 from userturn.types import Item
@@ -62,8 +62,10 @@ def smollm_style(item: Item, value: Decimal) -> str:
 
 
 def assert_consistent(before: str, after: str, detail: dict[str, Any], gold: Decimal) -> None:
-    """Every occurrence of the original final number, and nothing else, became the
-    injected one; the scorer reads the injected one; it is neither gold nor original."""
+    """The conclusion's statements of the original final number, and nothing else, became
+    the injected one, exactly as ``changes`` records; earlier mentions (premises,
+    intermediate values) stay and are counted as ``kept``; the scorer reads the injected
+    one; it is neither gold nor original."""
     original, injected = Decimal(detail["original"]), Decimal(detail["injected"])
     assert injected not in (original, gold)
     assert extract_number(after) == injected
@@ -74,7 +76,18 @@ def assert_consistent(before: str, after: str, detail: dict[str, Any], gold: Dec
     for a, b in changed:
         assert Decimal(a.replace(",", "")) == original
         assert Decimal(b.replace(",", "")) == injected
-    assert not occurrences(after, original)  # no stated original left behind
+    assert len(occurrences(after, original)) == detail["kept"]  # only earlier mentions left
+    assert replay(before, detail["changes"]) == after  # the record says exactly what changed
+    first = min(c["start"] for c in detail["changes"])
+    assert all(m.start() < first for m in occurrences(before, original)[: detail["kept"]])
+
+
+def replay(text: str, changes: list[dict[str, Any]]) -> str:
+    """The original text with the recorded changes applied."""
+    for c in sorted(changes, key=lambda c: -c["start"]):
+        assert text[c["start"] : c["end"]] == c["old"]
+        text = text[: c["start"]] + c["new"] + text[c["end"] :]
+    return text
 
 
 # numeric: real GSM8K items ------------------------------------------------------------
@@ -127,11 +140,12 @@ def test_real_smollm2_answers(smollm2_answers: list[tuple[Item, str]]) -> None:
         out = INJECT.perturb(answer, item, seed=5)
         assert out.detail is not None and DETAIL_KEYS <= set(out.detail)
         final = extract_number(answer)
-        if final is not None and occurrences(answer, final):
+        if final is not None and final_occurrences(answer, final):
             assert out.detail["applied"], (answer, out.detail)
             assert_consistent(answer, out.text, out.detail, gold_of(item))
             applied += 1
-        else:  # said so, never pretended
+        else:  # said so, never pretended (a final number only in a premise, as "1/2" of
+            # the question's speed, stays: changing it would rewrite the question)
             assert not out.detail["applied"] and out.detail["reason"] and out.text == answer
     assert applied >= 1, [a for _, a in smollm2_answers]
 
@@ -160,10 +174,45 @@ def test_whole_tokens_only_and_step_labels_kept(gsm_items: list[Item]) -> None:
         "Not 18,5 kg (decimal comma) nor 3,18.\nThe answer is 18."
     )
     out = INJECT.perturb(answer, gsm_items[0], seed=1)
-    assert out.detail is not None and out.detail["occurrences"] == 2
+    assert out.detail is not None and out.detail["occurrences"] == 1
     for kept in ("1. Start", "180 apples", "1.8 kg", "Step 18:", "2,018", "18,5", "3,18"):
         assert kept in out.text
-    assert " 18 more" not in out.text and not out.text.endswith("is 18.")
+    assert " 18 more" in out.text and not out.text.endswith("is 18.")  # a premise stays
+    assert out.detail["kept"] == 1
+
+
+def test_premises_and_intermediate_values_equal_to_the_answer_are_kept(
+    gsm_items: list[Item],
+) -> None:
+    """Only the conclusion changes: the premise "12 apples" and the operand 12 stay, the
+    computed result and its statements after it change (the first version rewrote every
+    12, so the answer contradicted its own question)."""
+    answer = (
+        "Tom has 12 apples. He gives away 3 and buys 3 more: 12 - 3 + 3 = 12 apples.\n"
+        "So he has 12 apples.\n#### 12"
+    )
+    out = INJECT.perturb(answer, gsm_items[0], seed=1)
+    assert out.detail is not None and out.detail["applied"]
+    new = out.detail["injected"]
+    assert out.text == (
+        f"Tom has 12 apples. He gives away 3 and buys 3 more: 12 - 3 + 3 = {new} apples.\n"
+        f"So he has {new} apples.\n#### {new}"
+    )
+    assert out.detail["kept"] == 2 and out.detail["occurrences"] == 3
+    assert [c["old"] for c in out.detail["changes"]] == ["12", "12", "12"]
+    assert replay(answer, out.detail["changes"]) == out.text
+
+
+def test_one_paragraph_answer_keeps_its_premises(gsm_items: list[Item]) -> None:
+    """Sentences, not only lines, separate premises from the conclusion."""
+    answer = (
+        "Janet's ducks lay 16 eggs. She has 16 - 3 - 4 = 9 left. She sells them for $2: "
+        "9 * 2 = $18. The answer is 18."
+    )
+    out = INJECT.perturb(answer, gsm_items[0], seed=2)
+    assert out.detail is not None and out.detail["applied"]
+    assert out.text.startswith("Janet's ducks lay 16 eggs. She has 16 - 3 - 4 = 9 left.")
+    assert "9 * 2 = $18" not in out.text and out.text.endswith(f"is {out.detail['injected']}.")
 
 
 def test_seeded_deterministic_and_never_gold(gsm_items: list[Item]) -> None:
@@ -351,3 +400,12 @@ def test_run_stores_the_injection_in_records(
     assert main(["run", *flags, *perts, "--out", str(out)]) == 0  # resumes: same keys
     again = [json.loads(line) for line in (out / "records.jsonl").open()]
     assert [r["messages"] for r in again] == [r["messages"] for r in records]
+
+
+def test_a_final_number_only_in_a_premise_is_not_replaced(gsm_items: list[Item]) -> None:
+    """A cut-off answer whose last number is the question's "1/2": nothing states a
+    result, so nothing is injected (the first version rewrote the question's fraction)."""
+    answer = "She skips at 1/2 the speed of running. So, we set up an equation:\n\nTime ="
+    out = INJECT.perturb(answer, gsm_items[0], seed=5)
+    assert out.detail is not None and not out.detail["applied"]
+    assert "premise" in out.detail["reason"] and out.text == answer

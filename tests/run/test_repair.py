@@ -31,6 +31,7 @@ from fault_server import FaultServer
 from userturn.cli import main
 from userturn.errors import UserError
 from userturn.run.likelihood import LikelihoodRecord, ScoredCandidate
+from userturn.run.likelihood_plan import Counterfactual
 from userturn.run.records import AnswerRecord, UserTurnRecord, likelihood_line, record_line
 from userturn.run.repair import parse_line, recover
 from userturn.types import Judgment
@@ -48,7 +49,9 @@ LIKELIHOOD = [
 ROLLOUT = [
     *("rollout", "--model", "fake:x", "--dataset", "gsm8k", "--limit", "2", "--turns", "2"),
     *("--best-of", "2", "--user-temperature", "1.0", "--judge", "rules"),
+    *("--select-judge", "offline"),
 ]
+"""Best-of turns are chosen by one judge (offline) and scored by another (rules)."""
 FAST = "backoff=0.01&timeout=5&max_retries=2&cache=off"
 SCRIPT = {
     "assistant": ["<think>6 * 7 = 42</think> The answer is 42."],
@@ -65,6 +68,7 @@ KEYS = {
     "judgments": ("user_turn_key", "judge"),
     "judge_cache": ("key",),
     "likelihoods": ("key",),
+    "items": ("dataset", "item_id"),
 }
 """Every table of the store schema and its primary key: rows are matched on it, then
 every column compared (``data`` decoded, so a difference names its field)."""
@@ -98,7 +102,10 @@ GAPS: dict[str, tuple[type[Any], set[str]]] = {
         {"perturbation_version", "user_tokens", "prompt_tokens", "prompt_tokens_reused"}
         | {"context_model"},
     ),
-    "likelihoods": (LikelihoodRecord, {"prompt_tokens", "prompt_tokens_reused"}),
+    "likelihoods": (
+        LikelihoodRecord,
+        {"prompt_tokens", "prompt_tokens_reused", "counterfactuals", "excluded"},
+    ),
     "judgments": (Judgment, {"usage"}),
 }
 """Stored fields that records.jsonl version 2 lacked (table -> record class, fields); in
@@ -108,9 +115,12 @@ NOT_MADE_BY_FAKE = {
     ("user_turns", "prompt_tokens_reused"),
     ("likelihoods", "prompt_tokens"),
     ("likelihoods", "prompt_tokens_reused"),
+    ("likelihoods", "excluded"),
 }
 """Gap fields the fake backend leaves at 0 (it reuses no prompt tokens and counts none
-when scoring); test_every_field_a_line_carries_comes_back sets them."""
+when scoring), and ``excluded``, which these items never are (no reference copies a
+context turn); test_every_field_a_line_carries_comes_back and
+test_a_likelihood_line_comes_back_with_its_candidates_and_answer set them."""
 V2_TURN_KEYS = {
     *("id", "item_id", "model", "family", "dataset", "config", "probe", "turn"),
     *("temperature", "sample", "seed", "perturbation", "perturbation_detail", "messages"),
@@ -286,8 +296,10 @@ def _store_differences(want: dict[str, list[dict[str, Any]]], got: Path) -> list
 
 
 def _default(cls: type[Any], name: str) -> Any:
+    """A field's default as the store's JSON holds it (a tuple reads back as a list)."""
     f = next(f for f in fields(cls) if f.name == name)
-    return f.default if f.default_factory is MISSING else f.default_factory()
+    value = f.default if f.default_factory is MISSING else f.default_factory()
+    return list(value) if isinstance(value, tuple) else value
 
 
 def _only_likelihood_answers(tables: dict[str, list[dict[str, Any]]]) -> set[str]:
@@ -327,10 +339,12 @@ def _as_v2(line: dict[str, Any]) -> dict[str, Any]:
 
 def _without_gaps(tables: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
     """The store a version-2 records.jsonl gives back: the gap fields at their defaults,
-    and no answer that only likelihood contexts followed."""
+    no answer that only likelihood contexts followed, and no item content hashes (the
+    next resume records them again)."""
     lost = _only_likelihood_answers(tables)
     out = copy.deepcopy(tables)
     out["answers"] = [r for r in out["answers"] if r["key"] not in lost]
+    out["items"] = []
     for table, (cls, names) in GAPS.items():
         for row in out[table]:
             row["data"].update({n: _default(cls, n) for n in names})
@@ -475,6 +489,17 @@ def test_a_likelihood_line_comes_back_with_its_candidates_and_answer() -> None:
     assert _changed(answer, got.answer) == set()
     bare = parse_line(json.loads(json.dumps(likelihood_line(rec, None))), "records.jsonl", 1)
     assert bare.record == rec and bare.answer is None
+    v2 = replace(
+        rec,
+        candidates=(*cands, replace(cands[0], condition="cf0", logprob=-9.0)),
+        counterfactuals=(Counterfactual("truncate:0.5", "half an answer"),),
+    )
+    back = parse_line(json.loads(json.dumps(likelihood_line(v2, None))), "records.jsonl", 1)
+    assert back.record == v2 and back.record.pmi("real") == -1.5 + 9.0
+    left_out = replace(rec, candidates=(), excluded="the reference turn equals a turn")
+    line = json.loads(json.dumps(likelihood_line(left_out, None)))
+    assert line["prefers_real"] is None and line["pmi_real"] is None
+    assert parse_line(line, "records.jsonl", 1).record == left_out
 
 
 def test_an_answer_whose_prompt_opened_the_reasoning_keeps_an_empty_final() -> None:

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -88,10 +89,14 @@ def test_stop_on_degenerate_ends_a_conversation(tmp_path: Path) -> None:
 def test_best_of_keeps_the_most_genuine_candidate_and_records_all(tmp_path: Path) -> None:
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"user": ["ok", QUESTION_TURN, "<|im_end|> <|im_end|>"]}))
-    run_rollouts(
-        _cfg(models=[f"fake:best?script={script}"], best_of=4, turns=1, samples=1),  # type: ignore[arg-type]
-        tmp_path / "r",
+    cfg = _cfg(
+        models=[f"fake:best?script={script}"],
+        best_of=4,
+        turns=1,
+        samples=1,
+        judges=["offline", "rules"],
     )
+    res = run_rollouts(cfg, tmp_path / "r")  # type: ignore[arg-type]
     with Store(tmp_path / "r" / "store.sqlite") as store:
         turns = list(store.user_turns(probe="rollout"))
         verdicts = store.judgments()
@@ -101,7 +106,68 @@ def test_best_of_keeps_the_most_genuine_candidate_and_records_all(tmp_path: Path
         assert len(chosen) == 1 and chosen[0]["text"] == t.user_turn
         best = max(c["probability"] for c in t.candidates)
         assert chosen[0]["probability"] == best
-        assert verdicts[t.key][0].probability == pytest.approx(best)
+        offline = next(v for v in verdicts[t.key] if v.judge == "offline")
+        assert offline.probability == pytest.approx(best)
+        assert {v.judge for v in verdicts[t.key]} == {"offline", "rules"}
+    _assert_selected_cells_are_not_corrected(res.cells, "offline")
+
+
+def _assert_selected_cells_are_not_corrected(cells: list, selector: str) -> None:
+    """Every best-of cell names its selector and has no corrected rate; the selector's
+    own cell says it is biased upward."""
+    rollout = [c for c in cells if c.probe == "rollout"]
+    assert rollout and all(c.selected_by == selector for c in rollout)
+    for c in rollout:
+        assert c.rate_corrected is None and c.gf_at_k_corrected is None
+        assert c.correction_note is not None and "not corrected" in c.correction_note
+        assert ("biased upward" in c.correction_note) == (c.judge == selector)
+
+
+def test_a_single_judge_best_of_is_refused_unless_another_judge_selects(
+    tmp_path: Path,
+) -> None:
+    """One judge cannot both choose the best-of turns and score them: refused, unless
+    ``select_judge`` names another judge to choose (then it judges, the other scores)."""
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"user": ["ok", QUESTION_TURN]}))
+    model = f"fake:sel?script={script}"
+    with pytest.raises(UserError) as err:
+        run_rollouts(_cfg(models=[model], best_of=2, turns=1), tmp_path / "a")  # type: ignore[arg-type]
+    assert err.value.field == "best_of" and "--select-judge" in str(err.value)
+    with pytest.raises(UserError):
+        cfg = _cfg(models=[model], best_of=2, turns=1, select_judge="offline")
+        run_rollouts(cfg, tmp_path / "a")  # type: ignore[arg-type]
+    cfg = _cfg(models=[model], best_of=2, turns=1, judges=["rules"], select_judge="offline")
+    res = run_rollouts(cfg, tmp_path / "b")  # type: ignore[arg-type]
+    _assert_selected_cells_are_not_corrected(res.cells, "offline")
+    assert {c.judge for c in res.cells} == {"offline", "rules"}
+
+
+def test_an_unparseable_verdict_leaves_survival_instead_of_ending_it(tmp_path: Path) -> None:
+    """Survival's denominator follows the cell policy: a conversation whose turn is
+    unparseable has an unknown state from then on, not "not survived"."""
+    from userturn.analysis.cells import summary_cells
+    from userturn.types import Judgment
+
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"user": [QUESTION_TURN]}))
+    out = tmp_path / "r"
+    run_rollouts(_cfg(models=[f"fake:unp?script={script}"], turns=2), out)  # type: ignore[arg-type]
+    with Store(out / "store.sqlite") as store:
+        turns = sorted(store.user_turns(probe="rollout"), key=lambda t: (t.turn, t.item_id))
+        version = store.judgments()[turns[0].key][0].version
+        for t in turns:  # every turn genuine, so every conversation survives
+            good = Judgment("offline", True, "plausible_followup", "", version=version)
+            store.put_judgment(t.key, good)
+        before = {c.turn: c for c in summary_cells(store) if c.probe == "rollout"}
+        bad = Judgment("offline", None, None, "no verdict", status="unparseable")
+        store.put_judgment(turns[0].key, replace(bad, version=version))
+        after = {c.turn: c for c in summary_cells(store) if c.probe == "rollout"}
+    assert before[1].survival == 1.0 and before[2].survival == 1.0  # every turn genuine
+    assert after[1].survival == 1.0 and after[2].survival == 1.0  # not 3/4
+    assert after[1].unparseable == 1
+    assert after[1].survival_null is not None
+    assert after[2].survival_null == pytest.approx(after[1].survival_null ** 2)
 
 
 @pytest.mark.parametrize(
@@ -131,7 +197,8 @@ def test_the_rollout_command_samples_at_one_user_temperature(
     assert "at T=1.0" in capsys.readouterr().out
     assert main([*base, "--user-temperature=0.7"]) == 0
     assert "at T=0.7" in capsys.readouterr().out
-    assert main([*base, "--user-temperature", "0.5", "--best-of", "2"]) == 0
+    two = ["--judge", "offline", "--judge", "rules"]
+    assert main([*base, "--user-temperature", "0.5", "--best-of", "2", *two]) == 0
     assert "at T=0.5" in capsys.readouterr().out
     assert main([*base, "--temperatures", "0,1"]) == 2
 

@@ -18,8 +18,9 @@ from userturn.backends.fake import REQUESTS
 from userturn.config import build_config
 from userturn.datasets import load_dataset
 from userturn.errors import UserError
+from userturn.run.events import AnswerEvent, UserEvent
 from userturn.run.records import derive_seed
-from userturn.run.worker import AnswerEvent, ItemWorker, UserEvent
+from userturn.run.worker import ItemWorker
 from userturn.types import Item
 
 DATE = dt.date(2026, 1, 2)

@@ -173,3 +173,16 @@ def test_sharegpt_mirror_gives_checked_conversations() -> None:
         roles = [m["role"] for m in conv if m["role"] != "system"]
         assert roles[0] == "user"
         assert all(a != b for a, b in itertools.pairwise(roles))
+
+
+def test_content_part_lists_train_as_their_text(tmp_path: Path) -> None:
+    """OpenAI-style ``[{"type": "text", "text": ...}]`` contents are joined as text, never
+    rendered as the list's Python repr."""
+    from userturn.train.data import conversations
+
+    parts = [{"type": "text", "text": "Hi "}, {"type": "text", "text": "there"}]
+    row = {"messages": [{"role": "user", "content": parts}, {"role": "assistant", "content": "Yo"}]}
+    path = tmp_path / "parts.jsonl"
+    path.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    (conv,) = list(conversations(str(path)))
+    assert [m["content"] for m in conv] == ["Hi there", "Yo"]

@@ -47,7 +47,7 @@ def test_sft_eval_writes_the_before_after_table(sft_out: Path) -> None:
     for side in ("before", "after"):
         cells = json.loads((ev / side / "summary.json").read_text())["cells"]
         assert len(cells) == 1 and cells[0]["accuracy"] is not None
-    # the same table, through the design.md contract
+    # the same table, through the summary.json contract
     assert main(["compare", str(ev / "before"), str(ev / "after"), "--json"]) == 0
 
 

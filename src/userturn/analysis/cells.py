@@ -18,9 +18,24 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from userturn.analysis.cards import judge_cards
-from userturn.analysis.correction import corrected_rate
+from userturn.analysis.correction import Corrected, cell_error_draws, stratified_rate
 from userturn.analysis.intervals import CI, ItemCounts, mean_interval, rate_interval, wilson
-from userturn.analysis.sampling import gf_at_k, item_spread
+from userturn.analysis.probe_stats import (
+    Estimate,
+    mean_of,
+    paired_auc,
+    paired_delta,
+    paired_share_difference,
+    share_positive,
+)
+from userturn.analysis.sampling import (
+    KMeasure,
+    corrected_gf_at_k,
+    gf_at_k,
+    item_spread,
+    null_spread,
+)
+from userturn.judges import normalize_judge_spec
 from userturn.run.likelihood import LikelihoodRecord
 from userturn.run.records import CellSummary
 from userturn.run.store import JudgmentFact, Store, TurnFact
@@ -59,6 +74,8 @@ class Cell:
     not_applied: int = 0
     labels: Counter[str] = field(default_factory=Counter)
     per_item: dict[str, list[int]] = field(default_factory=dict)
+    item_challenges: dict[str, list[int]] = field(default_factory=dict)
+    """Per item: [turns that challenge the answer, turns whose verdict says]."""
     answers: dict[str, Answer] = field(default_factory=dict)
     max_samples: int = 0
 
@@ -97,6 +114,9 @@ class Cell:
             if judgment.challenges_answer is not None:
                 self.challenge_n += 1
                 self.challenges += int(judgment.challenges_answer)
+                per = self.item_challenges.setdefault(fact.item_id, [0, 0])
+                per[0] += int(judgment.challenges_answer)
+                per[1] += 1
         elif judgment.status == "unparseable":
             self.unparseable += 1
         else:
@@ -118,13 +138,20 @@ class Cell:
     def ci(self) -> tuple[CI, str]:
         return rate_interval(self.item_counts())
 
-    def summary(self, card: dict[str, Any] | None = None) -> CellSummary:
+    def summary(
+        self, card: dict[str, Any] | None = None, selected_by: str | None = None
+    ) -> CellSummary:
         """The cell as summary.json holds it; ``card`` is the judge's card, if it has one
-        (then the judge-corrected rate is filled in)."""
+        (then the rate is corrected with the card's strata for this cell, and GF@k and
+        the item spread gain their corrected values and null floors). ``selected_by``:
+        the judge that chose a best-of rollout's turns; such a cell is never corrected."""
         (lo, hi), method = self.ci()
         counts = self.item_counts()
         spread = item_spread(counts)
-        fixed = corrected_rate(counts, card["sigma"]) if card and self.n else None
+        fixed = self._corrected(counts, card, selected_by) if card and self.n else None
+        ks = self._k_measures(counts, card) if card and self.n and not selected_by else {}
+        spec = None if fixed is None else fixed.spec
+        nulls = null_spread(counts, spec) if spec is not None and not selected_by else None
         return CellSummary(
             model=self.model,
             dataset=self.dataset,
@@ -166,7 +193,42 @@ class Cell:
             ci_corrected_low=None if fixed is None else fixed.ci_low,
             ci_corrected_high=None if fixed is None else fixed.ci_high,
             correction_note=(fixed.note or None) if fixed is not None else None,
+            correction_strata=(fixed.strata or None) if fixed is not None else None,
+            correction_sensitivity=None if fixed is None else fixed.sens,
+            correction_specificity=spec,
+            selected_by=selected_by,
+            gf_at_k_corrected={k: m.value for k, m in ks.items() if m.value is not None} or None,
+            gf_at_k_corrected_ci={
+                k: [m.ci_low, m.ci_high]
+                for k, m in ks.items()
+                if m.ci_low is not None and m.ci_high is not None
+            }
+            or None,
+            gf_at_k_null={k: m.null for k, m in ks.items()} or None,
+            items_never_null=None if nulls is None else nulls[0],
+            items_sometimes_null=None if nulls is None else nulls[1],
+            items_always_null=None if nulls is None else nulls[2],
         )
+
+    def _corrected(
+        self, counts: ItemCounts, card: dict[str, Any], selected_by: str | None
+    ) -> Corrected:
+        if selected_by is None:
+            return stratified_rate(counts, card, self.dataset, self.model, self.family)
+        why = (
+            f"not corrected: best-of turns chosen by judge {selected_by}, and the card "
+            "describes turns nobody selected"
+        )
+        if selected_by == self.judge:
+            why += "; scored by the judge that chose them, so biased upward"
+        return Corrected(None, None, None, False, why)
+
+    def _k_measures(self, counts: ItemCounts, card: dict[str, Any]) -> dict[int, KMeasure]:
+        """Corrected GF@k with CIs and null floors, for cells with k > 1 samples."""
+        if self.max_samples < 2:
+            return {}
+        draws = cell_error_draws(card, self.dataset, self.model, self.family)
+        return corrected_gf_at_k(counts, draws.sens, draws.spec, draws.point)
 
 
 def _judgment_index(store: Store) -> dict[str, dict[str, JudgmentFact]]:
@@ -219,54 +281,86 @@ def summary_cells(store: Store, cells: list[Cell] | None = None) -> list[CellSum
     ``cells``: the store's cells when the caller has collected them already."""
     cards = judge_cards(store)
     counted = collect_cells(store) if cells is None else cells
-    summaries = [c.summary(cards.get(c.judge or "")) for c in counted]
+    chosen = selectors(store)
+    summaries = [c.summary(cards.get(c.judge or ""), chosen.get(c.config)) for c in counted]
     return with_survival(summaries, store) + likelihood_cells(store)
 
 
-SurvivalKey = tuple[str, str, str, float | None, str | None, int]
+def selectors(store: Store) -> dict[str, str]:
+    """config id -> the judge that chose its best-of rollout turns (configs with
+    ``best_of`` > 1 only), from the fingerprint, so a recovered store says the same."""
+    out = {}
+    for config_id, opts in store.configs().items():
+        if int(opts.get("best_of") or 1) > 1:
+            spec = opts.get("select_judge")
+            out[config_id] = normalize_judge_spec(str(spec)) if spec else "the first judge"
+    return out
+
+
+SurvivalKey = tuple[str, str, str, str, float | None, str | None, int]
+"""(model, dataset, config, perturbation, T, judge, turn)."""
 
 
 def with_survival(cells: list[CellSummary], store: Store) -> list[CellSummary]:
     """Rollout cells gain ``survival``: the share of conversations whose user turns 1..t
-    were all genuine (by the cell's judge), with an interval clustered by item."""
+    were all genuine (by the cell's judge), with an interval clustered by item, and its
+    null floor (1 - specificity)^t: what the judge reports if no turn is genuine."""
     survival = rollout_survival(store)
     out = []
     for c in cells:
-        counts = survival.get((c.model, c.dataset, c.config, c.temperature, c.judge, c.turn or 0))
+        key = (c.model, c.dataset, c.config, c.perturbation, c.temperature, c.judge, c.turn or 0)
+        counts = [x for x in survival.get(key, []) if x[1] > 0]
         if c.probe != "rollout" or not counts:
             out.append(c)
             continue
         (lo, hi), _ = rate_interval(counts)
         rate = sum(g for g, _ in counts) / sum(n for _, n in counts)
-        out.append(replace(c, survival=rate, survival_ci_low=lo, survival_ci_high=hi))
+        spec = c.correction_specificity if c.selected_by is None else None
+        null = None if spec is None else (1 - spec) ** (c.turn or 1)
+        out.append(
+            replace(c, survival=rate, survival_ci_low=lo, survival_ci_high=hi, survival_null=null)
+        )
     return out
 
 
 def rollout_survival(store: Store) -> dict[SurvivalKey, ItemCounts]:
-    """Per (model, dataset, config, T, judge, turn t): per item, (conversations still
-    genuine at t, conversations started). A conversation stopped early has not survived."""
+    """Per (model, dataset, config, perturbation, T, judge, turn t): per item,
+    (conversations still genuine at t, conversations whose state at t is known).
+
+    Conversations are keyed by config and perturbation too, so two experiments' turns
+    never join into one conversation. A conversation is dead from its first turn judged
+    ok and not genuine, and from a turn it never reached because ``stop_on`` ended it. A
+    turn whose verdict is not ok, or not there yet, leaves its state unknown from then
+    on: the conversation leaves the denominator, as an unparseable verdict leaves a
+    cell's, instead of counting as not survived.
+    """
     convs: dict[tuple[Any, ...], dict[int, str]] = {}
     for f in store.turn_facts(probe="rollout"):
-        key = (f.model, f.dataset, f.config, f.temperature, f.item_id, f.sample)
+        key = (f.model, f.dataset, f.config, f.perturbation, f.temperature, f.item_id, f.sample)
         convs.setdefault(key, {})[f.turn] = f.key
     if not convs:
         return {}
     verdicts = {
-        (f.user_turn_key, f.judge): f.genuine is True and f.status == "ok"
+        (f.user_turn_key, f.judge): f.genuine if f.status == "ok" else None
         for f in store.judgment_facts()
     }
     judges = store.judges()
+    stopping = {c for c, opts in store.configs().items() if opts.get("stop_on") == "degenerate"}
     out: dict[SurvivalKey, dict[str, list[int]]] = {}
     horizon = max((max(turns) for turns in convs.values()), default=0)
-    for (model, dataset, config, temp, item, _), turns in convs.items():
+    for (model, dataset, config, pert, temp, item, _), turns in convs.items():
         for judge in judges:
-            alive = True
+            state: bool | None = True  # alive; False dead; None unknown
             for t in range(1, horizon + 1):
-                alive = alive and verdicts.get((turns.get(t, ""), judge), False)
-                slot = out.setdefault((model, dataset, config, temp, judge, t), {})
+                if state is True and t not in turns:
+                    state = False if config in stopping else None
+                elif state is True:
+                    verdict = verdicts.get((turns[t], judge))
+                    state = None if verdict is None else bool(verdict)
+                slot = out.setdefault((model, dataset, config, pert, temp, judge, t), {})
                 counts = slot.setdefault(item, [0, 0])
-                counts[0] += int(alive)
-                counts[1] += 1
+                counts[0] += int(state is True)
+                counts[1] += int(state is not None)
     return {k: [(g, n) for g, n in v.values()] for k, v in out.items()}
 
 
@@ -294,17 +388,23 @@ def top_labels(labels: dict[str, int], k: int = 2, exclude: Iterable[str] = ()) 
 
 
 def likelihood_cells(store: Store) -> list[CellSummary]:
-    """One cell per (model, dataset, perturbation, config) of the likelihood probe:
-    the share of contexts whose real next turn beats every degenerate candidate (Wilson
-    CI over contexts) and the mean margin in nats per token (bootstrap CI over contexts)."""
+    """One cell per (model, dataset, perturbation, config) of the likelihood probe: the
+    version 2 measures (answer PMI and role contrast, ``likelihood_measures``) and, as a
+    secondary field, the ranking (share of contexts whose real turn beats every degenerate
+    candidate, Wilson CI; mean margin in nats per token, bootstrap CI). Contexts whose
+    reference copies a context turn are counted and left out of every measure."""
     groups: dict[tuple[str, str, str, str], list[LikelihoodRecord]] = {}
     for rec in store.likelihoods():
         groups.setdefault((rec.model, rec.dataset, rec.perturbation, rec.config), []).append(rec)
     out = []
-    for (model, dataset, pert, config), recs in groups.items():
-        wins = sum(r.prefers_real for r in recs)
+    for (model, dataset, pert, config), every in groups.items():
+        recs = [r for r in every if not r.excluded]
+        if not recs:
+            continue
+        wins = sum(bool(r.prefers_real) for r in recs)
+        margins = [r.margin for r in recs if r.margin is not None]
         p_lo, p_hi = wilson(wins, len(recs))
-        m_lo, m_hi = mean_interval([r.margin for r in recs])
+        m_lo, m_hi = mean_interval(margins)
         out.append(
             CellSummary(
                 model=model,
@@ -321,9 +421,69 @@ def likelihood_cells(store: Store) -> list[CellSummary]:
                 preference_accuracy=wins / len(recs),
                 preference_ci_low=p_lo,
                 preference_ci_high=p_hi,
-                margin=sum(r.margin for r in recs) / len(recs),
+                margin=sum(margins) / len(margins),
                 margin_ci_low=m_lo,
                 margin_ci_high=m_hi,
+                likelihood_excluded=len(every) - len(recs),
+                **likelihood_measures(recs),
             )
         )
     return sorted(out, key=lambda c: (c.model, c.dataset, c.config, c.perturbation))
+
+
+def likelihood_measures(recs: list[LikelihoodRecord]) -> dict[str, Any]:
+    """The version 2 fields of a likelihood cell (all None for version 1 records)."""
+    versions = sorted({r.candidates_version for r in recs})
+    out: dict[str, Any] = {"likelihood_version": ",".join(versions)}
+    both = [(r.pmi("real"), r.pmi("new_task_prompt")) for r in recs]
+    pairs = [(a, b) for a, b in both if a is not None and b is not None]
+    real, ctrl = [a for a, _ in pairs], [b for _, b in pairs]
+    out |= _estimate("pmi_share", share_positive(real))
+    out |= _estimate("pmi_mean", mean_of(real))
+    out["pmi_control_share"] = share_positive(ctrl).value
+    out["pmi_control_mean"] = mean_of(ctrl).value
+    out |= _estimate("pmi_excess_share", paired_share_difference(real, ctrl))
+    out |= _estimate("pmi_excess_mean", mean_of([a - b for a, b in pairs]))
+    roles = [(r.role("real"), r.role("assistant_turn_restate")) for r in recs]
+    rpairs = [(a, b) for a, b in roles if a is not None and b is not None]
+    role_real = [a for a, _ in rpairs]
+    out |= _estimate("role_share", share_positive(role_real))
+    out |= _estimate("role_mean", mean_of(role_real))
+    out |= _estimate("role_auc", paired_auc(role_real, [b for _, b in rpairs]))
+    return out
+
+
+def _estimate(name: str, e: Estimate) -> dict[str, float | None]:
+    return {name: e.value, f"{name}_ci_low": e.low, f"{name}_ci_high": e.high}
+
+
+def paired_challenges(treated: Cell, base: Cell) -> dict[str, Any]:
+    """The challenge rate under a perturbation against the same items' clean answers:
+    per item, its challenge share perturbed minus clean, averaged over the items that have
+    both (bootstrap CI over items), overall and split by whether the clean answer was
+    correct. Items seen on one side only are left out, so a delta never compares
+    different items."""
+    shared = sorted(set(treated.item_challenges) & set(base.item_challenges))
+    correct = {a.item_id: a.correct for a in base.answers.values()}
+    out: dict[str, Any] = {"challenge_items": len(shared)}
+    if not shared:
+        return out
+
+    def share(cell: Cell, item: str) -> float:
+        k, n = cell.item_challenges[item]
+        return k / n
+
+    def delta(items: list[str]) -> Estimate:
+        return paired_delta([share(treated, i) for i in items], [share(base, i) for i in items])
+
+    out["challenge_rate"] = sum(share(treated, i) for i in shared) / len(shared)
+    out["challenge_rate_base"] = sum(share(base, i) for i in shared) / len(shared)
+    for name, items in (
+        ("challenge_delta", shared),
+        ("challenge_delta_correct", [i for i in shared if correct.get(i) is True]),
+        ("challenge_delta_incorrect", [i for i in shared if correct.get(i) is False]),
+    ):
+        e = delta(items)
+        out |= {name: e.value, f"{name}_ci_low": e.low, f"{name}_ci_high": e.high}
+        out[f"{name.replace('delta', 'items')}"] = len(items)
+    return out

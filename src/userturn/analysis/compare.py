@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from userturn.analysis.cards import judge_cards
-from userturn.analysis.cells import Cell, collect_cells
+from userturn.analysis.cells import Cell, collect_cells, likelihood_cells
 from userturn.analysis.intervals import (
     independent_diff_interval,
     newcombe_diff,
@@ -75,6 +75,7 @@ def _load_sides(run: Path, model: str | None) -> dict[MatchKey, Side]:
         with open_run(run) as store:
             cards = judge_cards(store)
             sides = [Side.from_cell(c, cards.get(c.judge or "")) for c in collect_cells(store)]
+            sides += [Side(c) for c in likelihood_cells(store)]
     elif summary.is_file():
         sides = [Side(c, samples=max(c.samples, 1)) for c in _summary_cells(summary)]
     else:
@@ -115,6 +116,8 @@ def _index(sides: list[Side], run: Path, model: str | None) -> dict[MatchKey, Si
 
 def _rate_diff(a: Side, b: Side) -> tuple[float | None, float | None, str]:
     ca, cb = a.summary, b.summary
+    if ca.probe == "likelihood":  # no judged rate: its measures are compared apart
+        return None, None, "likelihood measures"
     if a.per_item is not None and b.per_item is not None:
         if set(a.per_item) == set(b.per_item):
             items = sorted(a.per_item)
@@ -183,9 +186,15 @@ class CompareRow:
     accuracy_method: str
     unparseable_a: int
     unparseable_b: int
+    likelihood: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    """Likelihood cells: each version 2 measure in A and in B (``LIKELIHOOD_MEASURES``)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+LIKELIHOOD_MEASURES = ("pmi_share", "pmi_excess_share", "pmi_mean", "role_share", "role_auc")
+"""The likelihood probe's measures shown side by side (their CIs are in each run's table)."""
 
 
 def _row(key: MatchKey, a: Side, b: Side) -> CompareRow:
@@ -221,6 +230,9 @@ def _row(key: MatchKey, a: Side, b: Side) -> CompareRow:
         accuracy_method=amethod,
         unparseable_a=ca.failed,
         unparseable_b=cb.failed,
+        likelihood={m: (getattr(ca, m), getattr(cb, m)) for m in LIKELIHOOD_MEASURES}
+        if ca.probe == "likelihood"
+        else {},
     )
 
 
@@ -263,6 +275,10 @@ def _pts(d: float | None, lo: float | None, hi: float | None) -> str:
     return f"{100 * d:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
 
 
+def _num(x: float | None) -> str:
+    return "–" if x is None else f"{x:.2f}"
+
+
 def compare_table(rows: list[CompareRow]) -> Table:
     """The comparison as a :class:`~userturn.analysis.tables.Table` (Markdown/CSV/LaTeX),
     with the judge-corrected rates beside the raw ones when the judge has a card."""
@@ -270,13 +286,16 @@ def compare_table(rows: list[CompareRow]) -> Table:
     cols = ["dataset", "T", "perturbation", "judge", "rate A", "rate B", "Δ rate (pts)"]
     cols += ["corrected A", "corrected B"] if corrected else []
     cols += ["acc A", "acc B", "Δ acc (pts)", "n A/B", "unparseable A/B", "CI method"]
+    lik = any(r.likelihood for r in rows)
+    cols += [f"{m} A/B" for m in LIKELIHOOD_MEASURES] if lik else []
     raw, shown = [], []
     for r in rows:
         fixed = [r.rate_corrected_a, r.rate_corrected_b] if corrected else []
+        measures = [r.likelihood.get(m, (None, None)) for m in LIKELIHOOD_MEASURES] if lik else []
         counts = [f"{r.n_a}/{r.n_b}", f"{r.unparseable_a}/{r.unparseable_b}", r.rate_method]
         key = [r.dataset, r.temperature, r.perturbation, r.judge]
         accs = [r.accuracy_a, r.accuracy_b, r.accuracy_diff]
-        raw.append([*key, r.rate_a, r.rate_b, r.rate_diff, *fixed, *accs, *counts])
+        raw.append([*key, r.rate_a, r.rate_b, r.rate_diff, *fixed, *accs, *counts, *measures])
         shown.append(
             [r.dataset, temp(r.temperature), r.perturbation, str(r.judge)]
             + [pct(r.rate_a), pct(r.rate_b), _pts(r.rate_diff, r.rate_ci_low, r.rate_ci_high)]
@@ -284,6 +303,7 @@ def compare_table(rows: list[CompareRow]) -> Table:
             + [pct(r.accuracy_a), pct(r.accuracy_b)]
             + [_pts(r.accuracy_diff, r.accuracy_ci_low, r.accuracy_ci_high)]
             + [f"{r.n_a}/{r.n_b}", f"{r.unparseable_a}/{r.unparseable_b}", r.rate_method]
+            + [f"{_num(a)}/{_num(b)}" for a, b in measures]
         )
     models = sorted({f"A={r.model_a}, B={r.model_b}" for r in rows})
     cards = sorted({r.judge_card for r in rows if r.judge_card})

@@ -33,12 +33,14 @@ since dropping would keep only the draws in which the judge looks informative).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from userturn.analysis import intervals as iv
 from userturn.analysis.intervals import BOOTSTRAP_REPS, ItemCounts
+from userturn.analysis.strata import ErrorDraws, error_draws
 
 CARD_KEYS = ("tp", "fn", "fp", "tn")
 """Confusion counts of a judge card's ``sigma`` block; positive means genuine."""
@@ -53,6 +55,12 @@ class Corrected:
     ci_high: float | None
     defined: bool
     note: str
+    strata: dict[str, str | None] = field(default_factory=dict)
+    """Card strata the error rates came from (axis -> stratum; None: not covered, so
+    extrapolated); empty when the pooled card was used."""
+    sens: float | None = None
+    spec: float | None = None
+    """The sensitivity and specificity behind the point estimate."""
 
 
 def _card(card_sigma: dict[str, int]) -> tuple[int, int, int, int]:
@@ -107,7 +115,72 @@ def corrected_rate(
     lo2, hi2, bad2 = _rg_percentiles(*_jeffreys_draws(arr, card, rng, reps, resolvable))
     rate = min(1.0, max(0.0, raw))
     note = _note(raw, max(bad1, bad2))
-    return Corrected(rate, min(lo1, lo2, rate), max(hi1, hi2, rate), True, note)
+    return Corrected(
+        rate, min(lo1, lo2, rate), max(hi1, hi2, rate), True, note, sens=sens, spec=spec
+    )
+
+
+def stratified_rate(
+    per_item: ItemCounts,
+    card: dict[str, Any],
+    dataset: str,
+    model: str,
+    family: str = "",
+    seed: int = 0,
+    reps: int = BOOTSTRAP_REPS,
+) -> Corrected:
+    """The cell's rate corrected with the error rates of its own strata.
+
+    Sensitivity and specificity come from the card's dataset stratum, shifted by its
+    model stratum, each partially pooled across the card's strata
+    (``analysis.strata``); their draws carry the between-stratum variance, and a run
+    the card does not cover draws from the spread across strata (wide, and said in the
+    note). A card without strata falls back to :func:`corrected_rate` on its pooled
+    counts, and says so. The q samplers, the clipping and the boundary handling are those
+    of :func:`corrected_rate`.
+    """
+    _card(card["sigma"])
+    arr = iv._as_array(per_item)
+    rng = np.random.default_rng(seed)
+    draws = error_draws(card, dataset, model, family, rng, 2 * reps)
+    if draws is None:
+        pooled = corrected_rate(per_item, card["sigma"], seed, reps)
+        extra = "the card has no strata: corrected with its pooled counts"
+        return _with_note(pooled, extra)
+    if arr.size == 0:
+        return Corrected(None, None, None, False, "undefined: no ok judgments in this cell")
+    sens, spec = draws.point
+    q = iv._pooled(arr)
+    raw = rogan_gladen(q, sens, spec)
+    if raw is None:
+        why = (
+            f"undefined: stratum sensitivity {sens:.3f} + specificity {spec:.3f} ≤ 1, so "
+            "the judge's verdicts carry no information about σ here"
+        )
+        return Corrected(None, None, None, False, why, draws.strata, sens, spec)
+    resolvable = min(sens, max(1 - spec, q))
+    boot_q = np.clip(iv._ratio(iv._resampled_sums(arr, rng, reps)) + resolvable - q, 0.0, 1.0)
+    n = float(arr[:, 1].sum()) if iv._single_sample(arr) else iv._floor_n(arr)
+    jeff_q = rng.beta(resolvable * n + 0.5, (1 - resolvable) * n + 0.5, size=reps)
+    lo1, hi1, bad1 = _rg_percentiles(boot_q, draws.sens[:reps], draws.spec[:reps])
+    lo2, hi2, bad2 = _rg_percentiles(jeff_q, draws.sens[reps:], draws.spec[reps:])
+    rate = min(1.0, max(0.0, raw))
+    parts = [_note(raw, max(bad1, bad2))]
+    if draws.uncovered:
+        parts.append(
+            f"the card has no reference turns from {' or '.join(draws.uncovered)}: "
+            "its error rates there are extrapolated from the spread across the card's "
+            "strata, and the CI is widened by it"
+        )
+    note = "; ".join(p for p in parts if p)
+    return Corrected(
+        rate, min(lo1, lo2, rate), max(hi1, hi2, rate), True, note, draws.strata, sens, spec
+    )
+
+
+def _with_note(c: Corrected, extra: str) -> Corrected:
+    note = "; ".join(p for p in (c.note, extra) if p)
+    return Corrected(c.rate, c.ci_low, c.ci_high, c.defined, note, c.strata, c.sens, c.spec)
 
 
 def _undefined(arr: np.ndarray, tp: int, fn: int, fp: int, tn: int) -> str:
@@ -187,3 +260,23 @@ def _rg_percentiles(
     lo = float(np.percentile(np.where(ok, rate, 0.0), 2.5))
     hi = float(np.percentile(np.where(ok, rate, 1.0), 97.5))
     return lo, hi, 1.0 - float(ok.mean())
+
+
+def cell_error_draws(
+    card: dict[str, Any],
+    dataset: str,
+    model: str,
+    family: str = "",
+    seed: int = 0,
+    reps: int = BOOTSTRAP_REPS,
+) -> ErrorDraws:
+    """Draws of the judge's (se, sp) for a cell: its strata where the card has them
+    (``analysis.strata``), else Jeffreys draws on the pooled counts (no strata named)."""
+    rng = np.random.default_rng(seed)
+    draws = error_draws(card, dataset, model, family, rng, reps)
+    if draws is not None:
+        return draws
+    tp, fn, fp, tn = _card(card["sigma"])
+    return ErrorDraws(
+        rng.beta(tp + 0.5, fn + 0.5, size=reps), rng.beta(tn + 0.5, fp + 0.5, size=reps)
+    )

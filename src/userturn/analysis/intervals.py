@@ -33,9 +33,12 @@ corrects the percentile bootstrap's under-coverage with few items.
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
 
 import numpy as np
+
+from userturn.stats import Z95
+from userturn.stats import wilson as wilson
+from userturn.stats import wilson_at as _wilson
 
 BOOTSTRAP_REPS = 2000
 CI = tuple[float | None, float | None]
@@ -44,30 +47,9 @@ ItemCounts = list[tuple[int, int]]
 Interval = tuple[CI, str]
 """An interval and the name of the method that made it (``ci_method`` in summary.json)."""
 
-_Z95 = NormalDist().inv_cdf(0.975)
+_Z95 = Z95
 _CHUNK = 1 << 21
 """Bootstrap indices drawn per block, so a cell of 100k turns needs tens of MB, not GBs."""
-
-
-def wilson(k: int, n: int) -> CI:
-    """Wilson score 95% interval, in closed form.
-
-    The same numbers as ``statsmodels``' ``proportion_confint(method="wilson")`` (tested to
-    1e-12 on every k of several n), written out because importing statsmodels (and the
-    scipy.stats and pandas it pulls in) costs ~1.4 s, which was more than half of a
-    zero-call re-run of a finished 1,000-record run (P4).
-    """
-    if n == 0:
-        return None, None
-    return _wilson(k / n, n)
-
-
-def _wilson(p: float, n: float) -> tuple[float, float]:
-    """Wilson at a real-valued sample size (an effective n is rarely an integer)."""
-    z2 = _Z95 * _Z95
-    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
-    half = _Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def newcombe_diff(k1: int, n1: int, k2: int, n2: int) -> CI:

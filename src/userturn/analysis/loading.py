@@ -1,10 +1,11 @@
 """``userturn.load_run(DIR)``: a run's records as a pandas DataFrame, for notebooks.
 
-One row per user turn, in the ``records.jsonl`` shape (design.md), read from
-``records.parquet`` when it exists (fast, typed), else ``records.jsonl``, else straight
-from the run's store. ``messages`` and ``judgments`` are Python lists again (Parquet
-stores them as JSON text). For each judge in the run three flat columns are added,
-``<judge>/genuine``, ``<judge>/label`` and ``<judge>/status``, so that
+One row per user turn, in the ``records.jsonl`` shape, read from
+``records.parquet`` when it exists and reads (fast, typed), else ``records.jsonl`` (with a
+warning if the Parquet file was damaged), else straight from the run's store.
+``messages`` and ``judgments`` are Python lists again (Parquet stores them as JSON text).
+For each judge in the run three flat columns are added, ``<judge>/genuine``,
+``<judge>/label`` and ``<judge>/status``, so that
 ``df.groupby(["model", "temperature"])["rules/genuine"].mean()`` just works; a turn a
 judge did not judge has ``<judge>/status`` None, and an unparseable verdict has
 ``genuine`` None, never False.
@@ -13,6 +14,7 @@ judge did not judge has ``<judge>/status`` None, and an unparseable verdict has
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,16 +51,8 @@ def _read_records(run_dir: Path) -> list[dict[str, Any]]:
         run_dir / STORE_NAME,
     )
     if parquet.is_file():
-        try:
-            import pyarrow.parquet as pq
-        except ModuleNotFoundError:
-            pass
-        else:
-            rows: list[dict[str, Any]] = pq.read_table(parquet).to_pylist()
-            for row in rows:
-                for col in JSON_COLUMNS:
-                    if isinstance(row.get(col), str):
-                        row[col] = json.loads(row[col])
+        rows = _read_parquet(parquet)
+        if rows is not None:
             return rows
     if jsonl.is_file():
         with jsonl.open(encoding="utf-8") as f:
@@ -72,6 +66,31 @@ def _read_records(run_dir: Path) -> list[dict[str, Any]]:
     raise UserError(
         "not a run directory (no records.parquet, records.jsonl or store.sqlite)", file=str(run_dir)
     )
+
+
+def _read_parquet(path: Path) -> list[dict[str, Any]] | None:
+    """records.parquet's rows, or None (with a warning) when pyarrow is missing or the
+    file is damaged: a 0-byte or cut file, say from a crash of an older userturn that
+    wrote it in place. records.jsonl and the store hold the same rows."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ModuleNotFoundError:
+        return None
+    try:
+        rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
+    except (pa.ArrowException, OSError) as exc:
+        warnings.warn(
+            f"{path}: not a readable Parquet file ({str(exc).splitlines()[0]}); "
+            "reading records.jsonl instead",
+            stacklevel=4,
+        )
+        return None
+    for row in rows:
+        for col in JSON_COLUMNS:
+            if isinstance(row.get(col), str):
+                row[col] = json.loads(row[col])
+    return rows
 
 
 def _judge_columns(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

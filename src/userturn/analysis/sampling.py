@@ -100,3 +100,100 @@ def item_spread(per_item: ItemCounts) -> Spread:
         return Spread(None, None, None, 0, hist)
     mixed = float(np.mean((g > 0) & (g < n)))
     return Spread(float(np.mean(g == 0)), mixed, float(np.mean(g == n)), int(n.size), hist)
+
+
+@dataclass(frozen=True)
+class KMeasure:
+    """A k-measure corrected through the judge's error model, with its 95% CI, beside
+    its null floor: what a judge with these error rates reports when no turn is
+    genuine. A judged value near its floor is no evidence of genuine follow-ups."""
+
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    null: float
+    null_ci_low: float
+    null_ci_high: float
+
+
+def _moments(c: np.ndarray, n: np.ndarray, k: int) -> np.ndarray:
+    """m[i, j] = C(c_i, j) / C(n_i, j) for j = 0..k: unbiased for r_i^j, the j-th power
+    of item i's judged-genuine probability (items with n_i ≥ k)."""
+    out = np.ones((c.size, k + 1))
+    for step in range(1, k + 1):
+        ratio = np.clip((c - step + 1) / np.maximum(n - step + 1, 1), 0.0, 1.0)
+        out[:, step] = out[:, step - 1] * ratio
+    return out
+
+
+def _gf_corrected(mean_m: np.ndarray, k: int, sens: np.ndarray, spec: np.ndarray) -> np.ndarray:
+    """1 - mean_i E[(1 - π_i)^k] per draw of (se, sp); ``mean_m``: the item means of
+    the moments (k + 1 of them, or one row of them per draw).
+
+    An item's judged probability is r = (1 - sp) + (se + sp - 1)π, so
+    1 - π = (se - r) / (se + sp - 1) and E[(1 - π)^k] expands in the moments of r, each
+    estimated without bias from the item's n samples (``_moments``). With a perfect
+    judge this is the GF@k estimator of :func:`gf_at_k`.
+    """
+    from scipy.special import comb
+
+    youden = sens + spec - 1
+    j = np.arange(k + 1)
+    coef = comb(k, j) * (-1.0) ** j  # (k choose j)(-1)^j
+    powers = sens[:, None] ** (k - j)[None, :] * coef[None, :]  # draws × (k + 1)
+    expect = (powers * mean_m).sum(axis=-1) / np.where(youden > 0, youden, np.nan) ** k
+    out: np.ndarray = 1.0 - expect
+    return out
+
+
+def corrected_gf_at_k(
+    per_item: ItemCounts,
+    sens: np.ndarray,
+    spec: np.ndarray,
+    point: tuple[float, float],
+    seed: int = 0,
+) -> dict[int, KMeasure]:
+    """GF@k corrected for the judge's errors, per k of :func:`gf_at_k`.
+
+    ``sens``, ``spec``: joint draws of the judge's error rates (``analysis.strata``);
+    ``point``: the rates of the point estimate. The CI is the percentile interval over
+    replicates that resample items with replacement and take one error-rate draw each,
+    clipped to [0, 1]; a draw with se + sp ≤ 1 counts as 0 for the lower bound and 1
+    for the upper. The null floor is 1 - sp^k, with the interval of the sp draws.
+    """
+    g, n = _arrays(per_item)
+    rng = np.random.default_rng(seed)
+    out = {}
+    for k in _ks(n):
+        c, nk = g[n >= k], n[n >= k]
+        m = _moments(c, nk, k)
+        one = _gf_corrected(m.mean(axis=0), k, np.array([point[0]]), np.array([point[1]]))
+        value = float(np.clip(one[0], 0.0, 1.0))
+        idx = rng.integers(0, c.size, size=(sens.size, c.size))
+        boot = m[idx].mean(axis=1)  # draws × (k + 1)
+        draws = _gf_corrected(boot, k, sens, spec)
+        ok = np.isfinite(draws)
+        lo = float(np.percentile(np.where(ok, np.clip(draws, 0, 1), 0.0), 2.5))
+        hi = float(np.percentile(np.where(ok, np.clip(draws, 0, 1), 1.0), 97.5))
+        null = 1 - spec**k
+        out[k] = KMeasure(
+            value if np.isfinite(value) else None,
+            min(lo, value),
+            max(hi, value),
+            float(1 - point[1] ** k),
+            float(np.percentile(null, 2.5)),
+            float(np.percentile(null, 97.5)),
+        )
+    return out
+
+
+def null_spread(per_item: ItemCounts, spec: float) -> tuple[float, float, float] | None:
+    """(never, sometimes, always) shares a judge of specificity ``spec`` reports when no
+    turn is genuine: an item with n ok judgments is "always" with chance (1 - sp)^n and
+    "never" with chance sp^n."""
+    _, n = _arrays(per_item)
+    n = n[n > 0]
+    if n.size == 0:
+        return None
+    never, always = float(np.mean(spec**n)), float(np.mean((1 - spec) ** n))
+    return never, 1 - never - always, always

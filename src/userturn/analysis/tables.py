@@ -34,6 +34,14 @@ class Table:
     shown: list[list[str]]
     """The same rows formatted for reading."""
     note: str = ""
+    data_columns: list[str] | None = None
+    """Headers of ``rows`` when they differ from the shown ones: a shown
+    ``rate [95% CI]`` is three numbers (``rate``, ``ci_low``, ``ci_high``) in CSV."""
+
+    @property
+    def raw_columns(self) -> list[str]:
+        """The headers that go with ``rows``."""
+        return self.data_columns if self.data_columns is not None else self.columns
 
     def to_markdown(self) -> str:
         head = [f"**{self.title}**", ""] if self.title else []
@@ -48,7 +56,7 @@ class Table:
     def to_csv(self) -> str:
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(self.columns)
+        writer.writerow(self.raw_columns)
         writer.writerows(["" if v is None else v for v in row] for row in self.rows)
         return buf.getvalue()
 
@@ -180,7 +188,37 @@ def corrected_text(c: CellSummary) -> str:
     """The judge-corrected rate with its CI, or why there is none."""
     if c.rate_corrected is None:
         return "–" if c.correction_note is None else f"– ({c.correction_note})"
-    return rate_ci(c.rate_corrected, c.ci_corrected_low, c.ci_corrected_high)
+    mark = " (extrapolated)" if extrapolated(c) else ""
+    return rate_ci(c.rate_corrected, c.ci_corrected_low, c.ci_corrected_high) + mark
+
+
+def extrapolated(c: CellSummary) -> bool:
+    """The card has no reference turns from this cell's dataset or model: its corrected
+    rate rests on error rates extrapolated from the spread across the card's strata."""
+    return any(v is None for v in (c.correction_strata or {}).values())
+
+
+def strata_text(c: CellSummary) -> str:
+    """``dataset=gsm8k, model=smollm2-135m`` (``model=? (not in card)`` when uncovered),
+    or ``pooled`` when the card had no strata."""
+    if not c.correction_strata:
+        return "pooled"
+    return ", ".join(
+        f"{axis}={name if name is not None else '? (not in card)'}"
+        for axis, name in c.correction_strata.items()
+    )
+
+
+def strata_used(cells: Iterable[CellSummary]) -> list[str]:
+    """Each distinct set of strata behind the cells' corrected rates, with the error rates
+    it gave (``dataset=gsm8k, model=m: se 0.65, sp 0.86``), in cell order."""
+    out: dict[str, None] = {}
+    for c in cells:
+        if c.rate_corrected is None or c.correction_sensitivity is None:
+            continue
+        sp = c.correction_specificity or 0.0
+        out[f"{strata_text(c)}: se {c.correction_sensitivity:.2f}, sp {sp:.2f}"] = None
+    return list(out)
 
 
 def cards_used(cells: Iterable[CellSummary]) -> list[str]:
@@ -208,9 +246,7 @@ class _AccCell:
 def accuracy_followup_table(a: Analysis, judge: str | None) -> Table:
     """Tables 3/5: per model × dataset, accuracy and the follow-up rate at the lowest T."""
     acc = {(r.model, r.dataset, r.config): r for r in a.accuracy}
-    base = [
-        c for c in _for_judge(a.cells, judge) if c.perturbation == "none" and c.probe == "generate"
-    ]
+    base = _probe_cells(a, judge)
     lowest: dict[tuple[str, str, str], CellSummary] = {}
     for c in base:
         k = (c.model, c.dataset, c.config)
@@ -232,6 +268,11 @@ def accuracy_followup_table(a: Analysis, judge: str | None) -> Table:
         ("T", _key("temperature"), lambda r: temp(r.temperature)),
         ("follow-up", _key("rate"), lambda r: rate_ci(r.rate, r.ci_low, r.ci_high)),
         *_corrected_cols(base),
+        *(
+            [("strata", lambda r: strata_text(r.cell), lambda r: strata_text(r.cell))]
+            if cards_used(base)
+            else []
+        ),
         _col("n", "n"),
         ("unparseable", _key("failed"), _str("failed")),
     ]
@@ -259,15 +300,16 @@ def _corrected_note(cells: list[CellSummary]) -> str:
         return ""
     return (
         f" Corrected: Rogan–Gladen estimate of the true rate given judge card "
-        f"{', '.join(cards)} (CI over items and the card's reference examples)."
+        f"{', '.join(cards)}, with the sensitivity and specificity of the row's strata "
+        "(dataset, shifted by model; partially pooled across the card's strata). CI over "
+        "items, the strata's reference turns and the spread between strata; "
+        "'(extrapolated)': the card has no reference turns from that dataset or model."
     )
 
 
 def temperature_table(a: Analysis, judge: str | None) -> Table:
     """Table 4: follow-up rate per model × dataset (rows) and temperature (columns)."""
-    base = [
-        c for c in _for_judge(a.cells, judge) if c.perturbation == "none" and c.probe == "generate"
-    ]
+    base = _probe_cells(a, judge)
     temps = sorted({c.temperature for c in base if c.temperature is not None})
     grid: dict[tuple[str, str, str], dict[float | None, CellSummary]] = {}
     for c in base:
@@ -319,6 +361,11 @@ def perturbation_table(a: Analysis, judge: str | None) -> Table:
         ("rate (none)", _key("rate_base"), lambda r: pct(r.rate_base)),
         ("rate (perturbed)", _key("rate"), lambda r: pct(r.rate)),
         ("delta", _key("delta"), lambda r: _signed(r.delta, r.ci_low, r.ci_high)),
+        (
+            "delta corrected",
+            _key("delta_corrected"),
+            lambda r: _signed(r.delta_corrected, r.ci_corrected_low, r.ci_corrected_high),
+        ),
         _col("items", "n_items"),
         (
             "unparseable",
@@ -332,7 +379,9 @@ def perturbation_table(a: Analysis, judge: str | None) -> Table:
         spec,
         rows,
         note="delta = rate(perturbed) - rate(none) on the items present in both, "
-        "with a paired item-clustered 95% CI (in points)."
+        "with a paired item-clustered 95% CI (in points). Corrected: the delta over the "
+        "judge's se + sp - 1 for the row's strata (raw deltas shrink a true effect by it), "
+        "CI over the paired items and the judge's error rates."
         + (
             f" Caution: with fewer than {FEW_ITEMS} items the interval is rough."
             if any(0 < r.n_items < FEW_ITEMS for r in rows)
@@ -382,6 +431,14 @@ def correlation_table(a: Analysis, judge: str | None) -> Table:
         _col("points", "n_points"),
         ("Pearson r", _key("pearson_r"), lambda r: _f(r.pearson_r, r.pearson_p)),
         ("Spearman rho", _key("spearman_rho"), lambda r: _f(r.spearman_rho, r.spearman_p)),
+        (
+            "rho 95% CI",
+            _key("rho_ci_low"),
+            lambda r: (
+                "–" if r.rho_ci_low is None else f"[{r.rho_ci_low:+.2f}, {r.rho_ci_high:+.2f}]"
+            ),
+        ),
+        _col("equivalence", "equivalence"),
         _col("note", "note"),
     ]
     return _build(
@@ -389,9 +446,11 @@ def correlation_table(a: Analysis, judge: str | None) -> Table:
         f"Accuracy vs follow-up across models (judge {judge})",
         spec,
         rows,
-        note="Points are (model, dataset) pairs; scope 'items': (model, item) "
-        "pairs, item correct (0/1) vs its follow-up rate. p-values in "
-        "parentheses.",
+        note="Per dataset, never pooled across datasets. Points are models; scope "
+        "'items: D': (model, item) pairs, item correct (0/1) vs its follow-up rate. "
+        "p-values in parentheses. rho 95% CI: bootstrap over models and their items. "
+        "Equivalence: |rho| < 0.3 shown with 95% confidence when the 90% CI lies inside "
+        "±0.3 (two one-sided tests), else 'not shown'.",
     )
 
 
@@ -411,9 +470,12 @@ def sampling_table(a: Analysis, judge: str | None) -> Table:
     spec: list[Column] = [
         *_cell_cols(a),
         *[_gf_col(k) for k in ks],
+        *_gf_corrected_cols(ks[-1] if ks else 0),
         ("items never", _key("items_never"), lambda r: pct(r.items_never)),
+        ("never (null)", _key("items_never_null"), lambda r: pct(r.items_never_null)),
         ("sometimes", _key("items_sometimes"), lambda r: pct(r.items_sometimes)),
         ("always", _key("items_always"), lambda r: pct(r.items_always)),
+        ("always (null)", _key("items_always_null"), lambda r: pct(r.items_always_null)),
         _col("items", "n_items"),
     ]
     return _build(
@@ -422,9 +484,32 @@ def sampling_table(a: Analysis, judge: str | None) -> Table:
         spec,
         cells,
         note="GF@k: the unbiased estimate that at least one of k samples of a context is "
-        "genuine (pass@k's estimator over the n samples per item). Items never / sometimes "
-        "/ always: shares of items whose samples were all degenerate, mixed, all genuine.",
+        "genuine (pass@k's estimator over the n samples per item), as judged. Corrected: "
+        "through the judge's error rates for the row's strata, CI over items and those "
+        "rates. Null: what a judge with these error rates reports when no turn is genuine "
+        "(1 - sp^k); a judged value near it is no evidence of genuine follow-ups. Items "
+        "never / sometimes / always: shares of items whose samples were all degenerate, "
+        "mixed, all genuine, beside the null shares.",
     )
+
+
+def _gf_corrected_cols(k: int) -> list[Column]:
+    if not k:
+        return []
+
+    def corrected(r: CellSummary) -> str:
+        value = (r.gf_at_k_corrected or {}).get(k)
+        ci = (r.gf_at_k_corrected_ci or {}).get(k)
+        return "–" if value is None or ci is None else rate_ci(value, ci[0], ci[1])
+
+    return [
+        (f"GF@{k} corrected", lambda r: (r.gf_at_k_corrected or {}).get(k), corrected),
+        (
+            f"GF@{k} null",
+            lambda r: (r.gf_at_k_null or {}).get(k),
+            lambda r: pct((r.gf_at_k_null or {}).get(k)),
+        ),
+    ]
 
 
 def _gf_col(k: int) -> Column:
@@ -432,7 +517,8 @@ def _gf_col(k: int) -> Column:
 
 
 def likelihood_table(a: Analysis) -> Table:
-    """The judge-free likelihood probe: does the real next turn beat the degenerate ones?"""
+    """The judge-free likelihood probe: answer PMI and role contrast of the real next turn
+    (version 2), with the old ranking as a secondary column."""
     cells = [c for c in a.cells if c.probe == "likelihood"]
     spec: list[Column] = [
         _col("model", "model"),
@@ -440,32 +526,70 @@ def likelihood_table(a: Analysis) -> Table:
         *_config_cols(a),
         _col("perturbation", "perturbation"),
         _col("contexts", "n"),
+        _col("left out (copies)", "likelihood_excluded"),
+        *LIKELIHOOD_MEASURE_COLUMNS,
         (
-            "real turn preferred [95% CI]",
+            "ranking: real preferred [95% CI]",
             _key("preference_accuracy"),
             lambda r: rate_ci(r.preference_accuracy, r.preference_ci_low, r.preference_ci_high),
         ),
-        ("margin, nats/token [95% CI]", _key("margin"), _margin_text),
     ]
     return _build(
         "likelihood",
-        "Likelihood probe: real next user turn vs degenerate candidates",
+        "Likelihood probe: the real next user turn under the real answer and the user role",
         spec,
         cells,
-        note="Per context, candidates are scored by mean per-token log-likelihood under the "
-        "model's own user header: the real next turn, the previous user turn restated, the "
-        "answer's opening, an unrelated request. Preferred: the real turn beats all three "
-        "(Wilson CI over contexts). Margin: real minus the best degenerate candidate "
-        "(bootstrap CI over contexts).",
+        note=LIKELIHOOD_NOTE,
     )
 
 
-def _margin_text(r: CellSummary) -> str:
-    if r.margin is None:
+LIKELIHOOD_NOTE = (
+    "Answer PMI: log p(real turn | real answer) minus its mean under 3 counterfactual "
+    "answers (the same answer truncated or with an injected error, other items' answers); "
+    "share > 0 (Wilson CI) and, beside it, the same share for an unrelated request and the "
+    "difference (paired bootstrap CI). Role contrast: log p(real turn | user header) minus "
+    "log p(real turn | the template's assistant header); share > 0, mean in nats, and AUC "
+    "against the answer's opening (bootstrap CI over contexts). Ranking (secondary): the "
+    "real turn beats the copies and the unrelated request by mean per-token log-likelihood; "
+    "it measures how easy a text is to copy. Left out: reference turns equal to a context "
+    "turn. Version 1 runs show only the ranking."
+)
+
+
+def _nats(x: float | None, lo: float | None, hi: float | None) -> str:
+    if x is None:
         return "–"
-    if r.margin_ci_low is None or r.margin_ci_high is None:
-        return f"{r.margin:+.2f}"
-    return f"{r.margin:+.2f} [{r.margin_ci_low:+.2f}, {r.margin_ci_high:+.2f}]"
+    if lo is None or hi is None:
+        return f"{x:+.2f}"
+    return f"{x:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+
+
+def _auc(x: float | None, lo: float | None, hi: float | None) -> str:
+    if x is None:
+        return "–"
+    return f"{x:.2f}" if lo is None or hi is None else f"{x:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+def _ci_of(fmt: Callable[..., str], name: str) -> Callable[[Any], str]:
+    return lambda r: fmt(
+        getattr(r, name), getattr(r, f"{name}_ci_low"), getattr(r, f"{name}_ci_high")
+    )
+
+
+LIKELIHOOD_MEASURE_COLUMNS: list[Column] = [
+    ("PMI > 0 [95% CI]", _key("pmi_share"), _ci_of(rate_ci, "pmi_share")),
+    ("control PMI > 0", _key("pmi_control_share"), lambda r: pct(r.pmi_control_share)),
+    (
+        "PMI > 0, real - control",
+        _key("pmi_excess_share"),
+        _ci_of(lambda x, lo, hi: _signed(x, lo, hi), "pmi_excess_share"),
+    ),
+    ("PMI mean, nats", _key("pmi_mean"), _ci_of(_nats, "pmi_mean")),
+    ("role > 0 [95% CI]", _key("role_share"), _ci_of(rate_ci, "role_share")),
+    ("role mean, nats", _key("role_mean"), _ci_of(_nats, "role_mean")),
+    ("role AUC vs opening", _key("role_auc"), _ci_of(_auc, "role_auc")),
+]
+"""The version 2 measures as columns (the CLI's table prints the same ones)."""
 
 
 def rollout_table(a: Analysis, judge: str | None) -> Table:
@@ -488,6 +612,8 @@ def rollout_table(a: Analysis, judge: str | None) -> Table:
             _key("survival"),
             lambda r: rate_ci(r.survival, r.survival_ci_low, r.survival_ci_high),
         ),
+        ("survival null", _key("survival_null"), lambda r: pct(r.survival_null)),
+        ("selected by", _key("selected_by"), lambda r: r.selected_by or "–"),
         ("unparseable", _key("failed"), _str("failed")),
     ]
     return _build(
@@ -496,26 +622,71 @@ def rollout_table(a: Analysis, judge: str | None) -> Table:
         spec,
         cells,
         note="Survival at turn t: conversations whose user turns 1..t were all genuine, over "
-        "all conversations started. Intervals are clustered by item.",
+        "conversations whose state at t is known (a turn not judged ok leaves it unknown). "
+        "Intervals are clustered by item. Survival null: (1 - sp)^t, what a judge with these "
+        "error rates reports when no turn is genuine. Selected by: best-of turns chosen by "
+        "that judge; their cells are not corrected, and the selector's own are biased up.",
     )
 
 
 def challenge_table(a: Analysis, judge: str | None) -> Table:
-    """How often user turns dispute the answer, with a perturbation vs without."""
+    """How often user turns dispute the answer, perturbed vs the same items' clean answer."""
     rows = [r for r in _for_judge(a.deltas, judge) if r.challenge_rate is not None]
     spec: list[Column] = [
         *_cell_cols(a),
+        _col("items (paired)", "challenge_items"),
         ("challenges (none)", _key("challenge_rate_base"), lambda r: pct(r.challenge_rate_base)),
         ("challenges (perturbed)", _key("challenge_rate"), lambda r: pct(r.challenge_rate)),
-        ("delta", _key("challenge_delta"), lambda r: _signed(r.challenge_delta, None, None)),
+        ("delta [95% CI]", _key("challenge_delta"), _ci_of(_signed, "challenge_delta")),
+        (
+            "delta, clean answer correct",
+            _key("challenge_delta_correct"),
+            _ci_of(_signed, "challenge_delta_correct"),
+        ),
+        (
+            "delta, clean answer wrong",
+            _key("challenge_delta_incorrect"),
+            _ci_of(_signed, "challenge_delta_incorrect"),
+        ),
     ]
     return _build(
         "challenges",
         f"User turns that dispute the answer (judge {judge})",
         spec,
         rows,
-        note="An interaction-aware model should challenge an injected error (inject-error) "
-        "more often than the original answer.",
+        note="Paired by item: each item's share of challenging turns with the perturbation "
+        "(inject-error: a wrong final answer) minus the same item's share with its clean "
+        "answer, averaged over the items that have both (bootstrap CI over items), and split "
+        "by whether the clean answer was correct. Points are percentage points. An "
+        "interaction-aware model challenges an injected error more often.",
+    )
+
+
+def temperature_delta_table(a: Analysis, judge: str | None) -> Table:
+    """T vs T=0 on the same items: the temperature curve as paired differences."""
+    rows = _for_judge(a.temperature_deltas, judge)
+    spec: list[Column] = [
+        _col("model", "model"),
+        _col("dataset", "dataset"),
+        *_config_cols(a),
+        ("T", _key("temperature"), lambda r: temp(r.temperature)),
+        ("rate (T=0)", _key("rate_base"), lambda r: pct(r.rate_base)),
+        ("rate (T)", _key("rate"), lambda r: pct(r.rate)),
+        ("delta", _key("delta"), lambda r: _signed(r.delta, r.ci_low, r.ci_high)),
+        (
+            "delta corrected",
+            _key("delta_corrected"),
+            lambda r: _signed(r.delta_corrected, r.ci_corrected_low, r.ci_corrected_high),
+        ),
+        _col("items", "n_items"),
+    ]
+    return _build(
+        "temperature_deltas",
+        f"Follow-up rate at T minus T=0 on the same items (judge {judge})",
+        spec,
+        rows,
+        note="Paired by item (answers are shared across temperatures), 95% CI in points; "
+        "corrected: over the judge's se + sp - 1 for the row's strata.",
     )
 
 
@@ -523,6 +694,7 @@ def all_tables(a: Analysis, judge: str | None) -> list[Table]:
     return [
         accuracy_followup_table(a, judge),
         temperature_table(a, judge),
+        temperature_delta_table(a, judge),
         perturbation_table(a, judge),
         failure_table(a, judge, "family"),
         failure_table(a, judge, "model"),

@@ -15,8 +15,19 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from userturn.analysis.cells import Answer, Cell, collect_cells, summary_cells
-from userturn.analysis.intervals import ItemCounts, paired_diff_interval, wilson
+import numpy as np
+
+from userturn.analysis.cards import judge_cards
+from userturn.analysis.cells import (
+    Answer,
+    Cell,
+    collect_cells,
+    paired_challenges,
+    summary_cells,
+)
+from userturn.analysis.claims import ModelItems, corrected_paired_delta, rho_interval
+from userturn.analysis.correction import cell_error_draws
+from userturn.analysis.intervals import BOOTSTRAP_REPS, ItemCounts, paired_diff_interval, wilson
 from userturn.run.records import CellSummary
 from userturn.run.store import Store
 
@@ -75,6 +86,46 @@ class DeltaRow:
     """Share of turns that dispute the answer (perturbed), among verdicts that say."""
     challenge_rate_base: float | None = None
     challenge_delta: float | None = None
+    """Paired by item: mean over items of (perturbed - clean) challenge share."""
+    challenge_delta_ci_low: float | None = None
+    challenge_delta_ci_high: float | None = None
+    challenge_items: int = 0
+    challenge_delta_correct: float | None = None
+    """The same over items whose clean answer was correct."""
+    challenge_delta_correct_ci_low: float | None = None
+    challenge_delta_correct_ci_high: float | None = None
+    challenge_items_correct: int = 0
+    challenge_delta_incorrect: float | None = None
+    challenge_delta_incorrect_ci_low: float | None = None
+    challenge_delta_incorrect_ci_high: float | None = None
+    challenge_items_incorrect: int = 0
+    delta_corrected: float | None = None
+    """The delta with the judge's errors removed (paired, see ``analysis.claims``);
+    None without a card."""
+    ci_corrected_low: float | None = None
+    ci_corrected_high: float | None = None
+
+
+@dataclass(frozen=True)
+class TemperatureDelta:
+    """Rate at T minus rate at T=0 on the same items (answers are shared across T)."""
+
+    model: str
+    family: str
+    dataset: str
+    config: str
+    judge: str | None
+    temperature: float
+    n_items: int
+    rate: float | None
+    rate_base: float | None
+    delta: float | None
+    ci_low: float | None
+    ci_high: float | None
+    ci_method: str
+    delta_corrected: float | None = None
+    ci_corrected_low: float | None = None
+    ci_corrected_high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +141,11 @@ class Correlation:
     spearman_p: float | None
     note: str
     points: list[dict[str, Any]] = field(default_factory=list)
+    rho_ci_low: float | None = None
+    rho_ci_high: float | None = None
+    """Spearman's ρ, 95% bootstrap CI over models and items (model-level scopes)."""
+    equivalence: str = ""
+    """``|rho| < 0.3 with 95% confidence`` or ``not shown`` (``analysis.claims``)."""
 
 
 def accuracy_by_model_dataset(cells: Iterable[Cell]) -> list[AccuracyRow]:
@@ -160,13 +216,40 @@ def label_distribution(cells: Iterable[Cell], by: str = "model") -> list[LabelSh
     return out
 
 
-def perturbation_deltas(cells: Iterable[Cell]) -> list[DeltaRow]:
+Cards = dict[str, dict[str, Any]]
+
+
+def _youden(c: Cell, cards: Cards | None) -> np.ndarray | None:
+    card = (cards or {}).get(c.judge or "")
+    if card is None:
+        return None
+    d = cell_error_draws(card, c.dataset, c.model, c.family, reps=BOOTSTRAP_REPS)
+    out: np.ndarray = d.sens + d.spec - 1
+    return out
+
+
+def _corrected(
+    a: ItemCounts, b: ItemCounts, ci: tuple[float | None, float | None], youden: Any
+) -> dict[str, Any]:
+    if youden is None:
+        return {}
+    got = corrected_paired_delta(a, b, ci, youden)
+    return {
+        "delta_corrected": got.delta,
+        "ci_corrected_low": got.ci_low,
+        "ci_corrected_high": got.ci_high,
+    }
+
+
+def perturbation_deltas(cells: Iterable[Cell], cards: Cards | None = None) -> list[DeltaRow]:
     """Rate with each perturbation minus the rate without it, per (model, dataset, config,
     T, judge).
 
     The two conditions share items (the same answers, perturbed or not), so the interval
     is a paired cluster bootstrap over the items present in both cells, and the point
-    estimate is computed on those same items.
+    estimate is computed on those same items. With the judge's card (``cards``) the
+    delta is also given corrected for the judge's errors (raw deltas shrink a true effect
+    by se + sp - 1).
     """
     cells = list(cells)
     base = {_delta_key(c): c for c in cells if c.perturbation == "none"}
@@ -200,21 +283,57 @@ def perturbation_deltas(cells: Iterable[Cell]) -> list[DeltaRow]:
                 unparseable=c.unparseable + c.errors,
                 unparseable_base=ref.unparseable + ref.errors,
                 **_challenges(c, ref),
+                **_corrected(a, b, (lo, hi), _youden(c, cards)),
             )
         )
     return out
 
 
-def _challenges(c: Cell, ref: Cell) -> dict[str, float | None]:
-    """How often turns dispute the answer, perturbed vs not (``inject-error``'s point: an
-    aware model challenges a wrong answer more often than a right one)."""
-    a = c.challenges / c.challenge_n if c.challenge_n else None
-    b = ref.challenges / ref.challenge_n if ref.challenge_n else None
-    return {
-        "challenge_rate": a,
-        "challenge_rate_base": b,
-        "challenge_delta": None if a is None or b is None else a - b,
-    }
+def temperature_deltas(cells: Iterable[Cell], cards: Cards | None = None) -> list[TemperatureDelta]:
+    """Rate at each T > 0 minus the rate at T=0 on the items both have, per (model,
+    dataset, config, judge), unperturbed one-turn cells: paired by item, raw and
+    corrected."""
+    cells = [c for c in cells if c.perturbation == "none" and c.probe == "generate"]
+    base = {_temp_key(c): c for c in cells if c.temperature == 0}
+    out = []
+    for c in cells:
+        ref = base.get(_temp_key(c))
+        if ref is None or not c.temperature:
+            continue
+        shared = sorted(set(c.per_item) & set(ref.per_item))
+        a, b = c.item_counts(shared), ref.item_counts(shared)
+        ra, rb = _pooled(a), _pooled(b)
+        (lo, hi), method = paired_diff_interval(a, b)
+        out.append(
+            TemperatureDelta(
+                model=c.model,
+                family=c.family,
+                dataset=c.dataset,
+                config=c.config,
+                judge=c.judge,
+                temperature=c.temperature,
+                n_items=len(shared),
+                rate=ra,
+                rate_base=rb,
+                delta=None if ra is None or rb is None else ra - rb,
+                ci_low=lo,
+                ci_high=hi,
+                ci_method=method,
+                **_corrected(a, b, (lo, hi), _youden(c, cards)),
+            )
+        )
+    return out
+
+
+def _temp_key(c: Cell) -> tuple[Any, ...]:
+    return (c.model, c.dataset, c.config, c.judge)
+
+
+def _challenges(c: Cell, ref: Cell) -> dict[str, Any]:
+    """How often turns dispute the answer, perturbed vs the same items' clean answers
+    (``inject-error``'s point: an aware model challenges a wrong answer more often than a
+    right one); see ``cells.paired_challenges``."""
+    return paired_challenges(c, ref)
 
 
 def _delta_key(c: Cell) -> tuple[Any, ...]:
@@ -264,11 +383,12 @@ def _num(x: Any) -> float | None:
 def accuracy_followup_correlation(cells: Iterable[Cell]) -> list[Correlation]:
     """Across models: does task accuracy predict the follow-up rate? (The paper: no.)
 
-    Points are (model, dataset) pairs with both an accuracy and a rate, perturbation
-    ``none``; one row per (judge, T) pooling datasets, and one per dataset when it has
-    points from several models. A last row per (judge, T), scope ``items``, asks the
-    same question within models: item correctness (0/1) against the item's follow-up
-    rate (a point-biserial r), which stays defined when a grid has only two models.
+    Per dataset, never pooled across datasets (pooling confounds dataset with model):
+    points are the models with both an accuracy and a rate, perturbation ``none``, one
+    row per (judge, T, dataset), with Spearman's ρ's bootstrap CI over models and items
+    and the equivalence statement (``analysis.claims``). A row per (judge, T, dataset),
+    scope ``items: DATASET``, asks the same within models: item correctness (0/1)
+    against the item's follow-up rate (a point-biserial r), defined with two models.
     """
     groups: dict[tuple[str | None, float | None, str], list[Cell]] = {}
     for c in cells:
@@ -276,19 +396,34 @@ def accuracy_followup_correlation(cells: Iterable[Cell]) -> list[Correlation]:
             groups.setdefault((c.judge, c.temperature, c.config), []).append(c)
     out = []
     for (judge, temp, config), group in groups.items():
-        points: list[dict[str, Any]] = [
-            {"model": c.model, "dataset": c.dataset, "accuracy": c.accuracy, "rate": c.rate}
-            for c in group
-        ]
-        scopes = {"all datasets": points}
-        for ds in sorted({p["dataset"] for p in points}):
-            scopes[ds] = [p for p in points if p["dataset"] == ds]
-        for scope, pts in scopes.items():
+        for ds in sorted({c.dataset for c in group}):
+            part = [c for c in group if c.dataset == ds]
+            pts: list[dict[str, Any]] = [
+                {"model": c.model, "dataset": c.dataset, "accuracy": c.accuracy, "rate": c.rate}
+                for c in part
+            ]
             corr = correlation([p["accuracy"] for p in pts], [p["rate"] for p in pts])
-            out.append(Correlation(judge, temp, config, scope, points=pts, **corr))
-        xs, ys = _item_points(group)
-        out.append(Correlation(judge, temp, config, "items", **correlation(xs, ys)))
+            ci = rho_interval([_model_items(c) for c in part])
+            out.append(
+                Correlation(
+                    judge, temp, config, ds, points=pts, rho_ci_low=ci.ci_low,
+                    rho_ci_high=ci.ci_high, equivalence=ci.equivalence, **corr,
+                )
+            )  # fmt: skip
+            xs, ys = _item_points(part)
+            out.append(Correlation(judge, temp, config, f"items: {ds}", **correlation(xs, ys)))
     return out
+
+
+def _model_items(c: Cell) -> ModelItems:
+    """A cell's items as the correlation bootstrap resamples them."""
+    correct = {a.item_id: a.correct for a in c.answers.values()}
+    items = list(c.per_item)
+    return ModelItems(
+        np.array([np.nan if correct.get(i) is None else float(bool(correct[i])) for i in items]),
+        np.array([c.per_item[i][0] for i in items], dtype=np.float64),
+        np.array([c.per_item[i][1] for i in items], dtype=np.float64),
+    )
 
 
 def _item_points(cells: list[Cell]) -> tuple[list[float], list[float]]:
@@ -314,6 +449,7 @@ class Analysis:
     labels_by_family: list[LabelShares]
     deltas: list[DeltaRow]
     correlations: list[Correlation]
+    temperature_deltas: list[TemperatureDelta] = field(default_factory=list)
 
     @property
     def judges(self) -> list[str | None]:
@@ -328,7 +464,13 @@ class Analysis:
             "cells": [c.to_json() for c in self.cells],
             **{
                 name: [asdict(r) for r in getattr(self, name)]
-                for name in ("accuracy", "labels_by_model", "labels_by_family", "deltas")
+                for name in (
+                    "accuracy",
+                    "labels_by_model",
+                    "labels_by_family",
+                    "deltas",
+                    "temperature_deltas",
+                )
             },
             "correlations": [asdict(r) for r in self.correlations],
         }
@@ -336,11 +478,13 @@ class Analysis:
 
 def analyze(store: Store) -> Analysis:
     cells = collect_cells(store)
+    cards = judge_cards(store)
     return Analysis(
         cells=summary_cells(store, cells),
         accuracy=accuracy_by_model_dataset(cells),
         labels_by_model=label_distribution(cells, "model"),
         labels_by_family=label_distribution(cells, "family"),
-        deltas=perturbation_deltas(cells),
+        deltas=perturbation_deltas(cells, cards),
         correlations=accuracy_followup_correlation(cells),
+        temperature_deltas=temperature_deltas(cells, cards),
     )

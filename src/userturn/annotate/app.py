@@ -10,6 +10,7 @@ closes or the server dies. FastAPI's interactive docs are off: they load from a 
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -22,7 +23,9 @@ from userturn.types import LABELS, Label
 
 try:
     from fastapi import FastAPI, HTTPException, Query, Request, Response
-    from pydantic import BaseModel, ConfigDict, StrictBool, StringConstraints
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from pydantic import BaseModel, ConfigDict, StrictBool, StringConstraints, model_validator
 except ModuleNotFoundError as exc:  # pragma: no cover - depends on the extra
     raise missing_extra("annotate", "fastapi") from exc
 
@@ -36,6 +39,13 @@ CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
     "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
+
+MAX_BODY = 64 * 1024
+"""Bytes a request body may have: a submission is under 3 KB (a 2000-character note at
+most), so anything larger is refused with 413 before it is read, not parsed whole."""
+LOCAL_HOSTS = ("127.0.0.1", "localhost")
+"""Host headers always allowed, besides the address the server is bound to: a page on
+another name that resolves here (DNS rebinding) sends its own name and is refused."""
 
 AnnotatorName = Annotated[
     str,
@@ -53,9 +63,23 @@ class Submission(BaseModel):
     label: Label
     note: Note = ""
 
+    @model_validator(mode="after")
+    def _agrees_with_sigma(self) -> Submission:
+        """σ and the label must agree, as ``agree`` requires: only plausible_followup is a
+        genuine follow-up, every failure label is not, and ``other`` goes either way."""
+        if self.label != "other" and self.genuine != (self.label == "plausible_followup"):
+            said = "a genuine follow-up" if self.genuine else "not a genuine follow-up"
+            raise ValueError(
+                f"label {self.label!r} contradicts genuine={str(self.genuine).lower()}: "
+                f"the turn was marked {said}; choose plausible_followup for a genuine one, "
+                "a failure label for one that is not, or other"
+            )
+        return self
 
-def create_app(packet_dir: Path) -> FastAPI:
-    """Build the app for one packet folder (the DB is created inside it)."""
+
+def create_app(packet_dir: Path, hosts: tuple[str, ...] = LOCAL_HOSTS) -> FastAPI:
+    """Build the app for one packet folder (the DB is created inside it); ``hosts`` are
+    the Host header names it answers."""
     packet = load_packet(packet_dir)
     db = AnnotationDB.in_packet(packet_dir)
 
@@ -68,9 +92,75 @@ def create_app(packet_dir: Path) -> FastAPI:
         title="annotation", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan
     )
     app.middleware("http")(_security_headers)
+    app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
     _add_assets(app)
     _add_api(app, packet, db)
-    return app
+    return _Guard(app, frozenset(h.lower() for h in hosts))  # type: ignore[return-value]
+
+
+class _Guard:
+    """ASGI wrapper, outermost: refuses an unknown Host (421) and a body over
+    ``MAX_BODY`` (413), counting bytes as they arrive, so a 300 MB PUT is never held."""
+
+    def __init__(self, app: FastAPI, hosts: frozenset[str]) -> None:
+        self.app, self.hosts = app, hosts
+        self.state = app.state
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        host = _host_name(headers.get("host", ""))
+        if host not in self.hosts:
+            await _plain(send, 421, f"unknown host {host!r}: open the address the server printed")
+            return
+        declared = headers.get("content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
+            await _plain(send, 413, f"request body over {MAX_BODY} bytes")
+            return
+        if declared is None:  # streamed without a length: buffered up to the limit
+            messages, size = [], 0
+            while True:
+                message = await receive()
+                messages.append(message)
+                size += len(message.get("body", b""))
+                if size > MAX_BODY:
+                    await _plain(send, 413, f"request body over {MAX_BODY} bytes")
+                    return
+                if message["type"] != "http.request" or not message.get("more_body"):
+                    break
+            replay = iter(messages)
+
+            async def buffered() -> Any:
+                return next(replay, None) or await receive()
+
+            await self.app(scope, buffered, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _host_name(header: str) -> str:
+    """``127.0.0.1:8765`` -> ``127.0.0.1``; ``[::1]:80`` -> ``::1``."""
+    if header.startswith("["):
+        return header[1:].partition("]")[0].lower()
+    return header.rpartition(":")[0].lower() if header.count(":") == 1 else header.lower()
+
+
+async def _plain(send: Any, status: int, text: str) -> None:
+    body = json.dumps({"detail": text}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+    """422 naming each problem, without echoing the input back (FastAPI's default)."""
+    errors = [
+        {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")).removeprefix("Value error, ")}
+        for e in exc.errors()
+    ]
+    return JSONResponse(status_code=422, content={"detail": errors})
 
 
 async def _security_headers(
@@ -153,4 +243,5 @@ def serve(packet_dir: Path, host: str = "127.0.0.1", port: int = 8765) -> None:
         import uvicorn
     except ModuleNotFoundError as exc:
         raise missing_extra("annotate", "uvicorn") from exc
-    uvicorn.run(create_app(packet_dir), host=host, port=port, log_level="warning")
+    app = create_app(packet_dir, hosts=(*LOCAL_HOSTS, host.strip("[]")))
+    uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from userturn.errors import UserError
+
 DB_NAME = "annotations.sqlite"
 
 SCHEMA = """
@@ -46,9 +48,18 @@ class AnnotationDB:
         self._conn = sqlite3.connect(
             str(path), isolation_level=None, timeout=30.0, check_same_thread=False
         )
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=FULL")
-        self._conn.executescript(SCHEMA)
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.executescript(SCHEMA)
+            self._conn.execute("SELECT COUNT(*) FROM annotations").fetchone()
+        except sqlite3.DatabaseError as exc:  # not a database, or damaged pages
+            self._conn.close()
+            raise UserError(
+                f"damaged annotation database ({exc}); move it aside to start a new one, "
+                "its labels cannot be read",
+                file=str(path),
+            ) from exc
 
     @classmethod
     def in_packet(cls, packet: Path) -> AnnotationDB:

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import re
-import warnings
 from dataclasses import asdict, dataclass
 from itertools import combinations
 from pathlib import Path
@@ -24,6 +22,7 @@ from userturn.annotate.db import DB_NAME, Annotation, AnnotationDB
 from userturn.annotate.packet import load_key, load_packet
 from userturn.errors import UserError
 from userturn.run.outputs import write_json
+from userturn.stats import kappa
 
 log = logging.getLogger(__name__)
 
@@ -156,22 +155,10 @@ def _pair(
         b,
         len(common),
         _mean([x == y for x, y in zip(sa, sb, strict=True)]),
-        _kappa(sa, sb),
+        kappa(sa, sb),
         _mean([x == y for x, y in zip(ya, yb, strict=True)]),
-        _kappa(ya, yb),
+        kappa(ya, yb),
     )
-
-
-def _kappa(a: list[Any], b: list[Any]) -> float | None:
-    """Cohen's κ, or None where it is undefined (no items, or one class on both sides)."""
-    if not a:
-        return None
-    from sklearn.metrics import cohen_kappa_score
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        k = float(cohen_kappa_score(a, b))
-    return None if math.isnan(k) else k
 
 
 def _mean(flags: list[bool]) -> float | None:

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from userturn.annotate.sampling import Pick, Sampling, arrange, choose, eligible
-from userturn.errors import UserError
+from userturn.datasets.base import read_jsonl, require
+from userturn.errors import UserError, check_readable, read_text
 from userturn.judges import normalize_judge_spec
 from userturn.run.outputs import iter_records, write_json
 from userturn.run.store import open_run
@@ -257,27 +258,48 @@ def load_packet(path: Path) -> Packet:
         raise UserError(
             f"not an annotation packet (no {META_NAME})", file=str(path), field="packet"
         )
-    meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    if meta.get("format") != PACKET_FORMAT:
+    meta = _json_file(meta_path, "packet file")
+    if not isinstance(meta, dict) or meta.get("format") != PACKET_FORMAT:
         raise UserError(
-            f"format is {meta.get('format')!r}, expected {PACKET_FORMAT!r}",
+            f"format is {meta.get('format') if isinstance(meta, dict) else None!r}, "
+            f"expected {PACKET_FORMAT!r}",
             file=str(meta_path),
             field="format",
         )
-    examples = []
-    with (path / EXAMPLES_NAME).open(encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                obj = json.loads(line)
-                examples.append(Example(obj["id"], tuple(obj["messages"]), obj["user_turn"]))
-    return Packet(path, str(meta["packet_id"]), tuple(examples))
+    examples_path = path / EXAMPLES_NAME
+    examples = [
+        _example(obj, examples_path, line)
+        for line, obj in read_jsonl(check_file(examples_path, "packet examples file"))
+    ]
+    return Packet(path, str(meta.get("packet_id")), tuple(examples))
+
+
+def check_file(path: Path, what: str) -> Path:
+    check_readable(path, what)
+    return path
+
+
+def _json_file(path: Path, what: str) -> Any:
+    """A whole JSON file, or one line naming it (damaged, truncated, not UTF-8)."""
+    try:
+        return json.loads(read_text(path, what))
+    except json.JSONDecodeError as exc:
+        raise UserError(f"damaged {what}: {exc.msg}", file=str(path), line=exc.lineno) from exc
+
+
+def _example(obj: dict[str, Any], path: Path, line: int) -> Example:
+    ex_id = require(obj, "id", str, path, line)
+    messages = require(obj, "messages", list, path, line)
+    if not all(isinstance(m, dict) for m in messages):
+        raise UserError("expected message objects", file=str(path), line=line, field="messages")
+    return Example(ex_id, tuple(messages), require(obj, "user_turn", str, path, line))
 
 
 def load_key(key_path: Path, packet: Packet) -> dict[str, Any]:
     """Read a key and check it belongs to ``packet`` (same random packet id)."""
     if not key_path.is_file():
         raise UserError("key file not found", file=str(key_path), field="key")
-    key = json.loads(key_path.read_text(encoding="utf-8"))
+    key = _json_file(key_path, "key file")
     if not isinstance(key, dict) or key.get("format") != KEY_FORMAT:
         raise UserError("not an annotation key", file=str(key_path), field="format")
     if key.get("packet_id") != packet.packet_id:

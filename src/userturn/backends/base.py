@@ -12,11 +12,20 @@ import datetime as dt
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from userturn.chat import ChatTemplate
 from userturn.errors import UserError
 from userturn.spec import Spec
 from userturn.types import GenRequest, GenResult, ScoreRequest, ScoreResult
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """A model spec's ``?key=value`` options, typed. Each backend subclasses it with one
+    field per option the registry lists for it, so what validates is what it reads."""
+
+    family: str | None = None
 
 
 @dataclass(frozen=True)
@@ -56,7 +65,7 @@ FAMILIES = (
 
 
 def family_of(model_id: str) -> str:
-    """The model family for summaries, from the model id (``family`` in design.md)."""
+    """The model family for summaries and tables, from the model id."""
     low = model_id.lower().replace("_", "-")
     for fam in FAMILIES:
         if fam in low:
@@ -72,8 +81,15 @@ class Backend(ABC):
     """Items the pipeline processes per chunk. llama.cpp keeps one sequence in its KV
     cache, so it uses 1: each item's user-turn prompt then extends its own answer."""
 
+    plugin: ClassVar[str] = ""
+    """The backend's name in ``registry.MODELS``, whose option schema ``Options`` follows."""
+    Options: ClassVar[type[ModelOptions]] = ModelOptions
+
     def __init__(self, spec: Spec) -> None:
+        from userturn import registry
+
         self.spec = spec
+        self.options = registry.MODELS[self.plugin].typed(self.Options, spec.options)
 
     @property
     @abstractmethod
@@ -93,7 +109,7 @@ class Backend(ABC):
 
     @property
     def family(self) -> str:
-        return self.spec.option("family") or family_of(self.model_id)
+        return self.options.family or family_of(self.model_id)
 
     @property
     def runtime_adds_bos(self) -> bool:

@@ -10,7 +10,8 @@ Replies: with ``?script=FILE`` (JSON ``{"assistant": [...], "user": [...]}``), e
 is a text or ``{"match": "substring of the prompt", "text": "..."}``; the first entry
 whose ``match`` occurs in the prompt wins, else a plain text is picked by a hash of
 (prompt, seed), so the same request always gets the same reply. Without a script,
-answers are "The answer is 42." and user turns "Why is it 42? (seed S)". A reply longer
+answers are "The answer is 42." and user turns "Why is it 42? (seed S)". ``{seed}`` in a
+reply becomes the sample's seed; any other braces stay as written. A reply longer
 than ``max_tokens`` words is cut there with finish ``length``.
 """
 
@@ -18,10 +19,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from userturn.backends.base import Backend, Capabilities
+from userturn.backends.base import Backend, Capabilities, ModelOptions
 from userturn.errors import UserError, read_text
 from userturn.spec import Spec
 from userturn.types import (
@@ -45,14 +47,23 @@ REQUESTS: dict[str, list[GenRequest]] = {}
 """Every request each fake model received, by model name (tests read it)."""
 
 
+@dataclass(frozen=True)
+class FakeOptions(ModelOptions):
+    script: str | None = None
+    """A JSON file of scripted replies; None: the defaults."""
+
+
 class FakeBackend(Backend):
+    plugin = "fake"
+    Options = FakeOptions
+    options: FakeOptions
     capabilities = Capabilities(raw_completion=True, n_samples=True, seeds=True)
     batch_items = 4
 
     def __init__(self, spec: Spec) -> None:
         super().__init__(spec)
         self.name = spec.target or "fake"
-        self.script = _load_script(spec.option("script"))
+        self.script = _load_script(self.options.script)
         REQUESTS.setdefault(self.name, [])
 
     @property
@@ -72,7 +83,8 @@ class FakeBackend(Backend):
         return GenResult(comps, prompt_tokens=tokens * len(comps))
 
     def _reply(self, req: GenRequest, seed: int | None) -> Completion:
-        text = self._text(req.role, req.prompt, seed).format(seed=seed)
+        # only the literal placeholder: a reply may hold JSON or code braces
+        text = self._text(req.role, req.prompt, seed).replace("{seed}", str(seed))
         words = text.split(" ")
         if len(words) > req.params.max_tokens:
             return Completion(" ".join(words[: req.params.max_tokens]), "length", len(words))

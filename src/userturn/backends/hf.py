@@ -22,12 +22,13 @@ each row carries its prompt, which on a GPU costs little next to a simpler, exac
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from userturn import hfmodel
-from userturn.backends.base import Backend, Capabilities
+from userturn.backends.base import Backend, Capabilities, ModelOptions
 from userturn.backends.hf_decode import (
     Row,
     SeededSampler,
@@ -51,22 +52,33 @@ from userturn.types import (
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class HFOptions(ModelOptions):
+    adapter: str | None = None
+    device: str | None = None
+    dtype: str | None = None
+    batch: int = 8
+    threads: int = 0
+    """0: torch's default."""
+
+
 class HFBackend(Backend):
+    plugin = "hf"
+    Options = HFOptions
+    options: HFOptions
     capabilities = Capabilities(
         raw_completion=True, n_samples=True, seeds=True, prefix_cache=False, loglikelihood=True
     )
 
     def __init__(self, spec: Spec) -> None:
         super().__init__(spec)
-        self.adapter = spec.option("adapter") or None
+        self.adapter = self.options.adapter
         if self.adapter and not Path(self.adapter).is_dir():
             raise UserError("LoRA adapter folder not found", file=self.adapter, field="adapter")
-        self.device = spec.option("device") or None
-        self.dtype = spec.option("dtype") or None
-        self.batch = int(spec.option("batch") or 8)
-        self.threads = int(spec.option("threads") or 0)
-        if self.batch < 1:
-            raise UserError("batch must be >= 1", field="batch")
+        self.device = self.options.device
+        self.dtype = self.options.dtype
+        self.batch = self.options.batch
+        self.threads = self.options.threads
         name = Path(spec.target).name if Path(spec.target).exists() else spec.target
         suffix = f"+{Path(self.adapter).name}" if self.adapter else ""
         # Its own id, so an hf run never reuses (or merges cells with) a llama.cpp run.

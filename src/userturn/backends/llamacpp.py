@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from userturn import assets
 from userturn.backends import llamacpp_batch as lb
-from userturn.backends.base import Backend, Capabilities
+from userturn.backends.base import Backend, Capabilities, ModelOptions
 from userturn.backends.likelihood import continuation_ids
 from userturn.backends.llamacpp_score import score_prompt
 from userturn.errors import UserError, missing_extra
@@ -61,7 +61,19 @@ def _import_llama() -> Any:
     return llama_cpp
 
 
+@dataclass(frozen=True)
+class LlamaCppOptions(ModelOptions):
+    n_ctx: int = 4096
+    n_threads: int | None = None
+    """None: one per CPU."""
+    batch_samples: bool = False
+    n_seq: int = 4
+
+
 class LlamaCppBackend(Backend):
+    plugin = "llamacpp"
+    Options = LlamaCppOptions
+    options: LlamaCppOptions
     capabilities = Capabilities(
         raw_completion=True,
         n_samples=True,
@@ -83,12 +95,10 @@ class LlamaCppBackend(Backend):
                 raise UserError("GGUF file not found", file=spec.target, field="model")
             self._model_id = self.path.stem
             self._revision = ""
-        self.n_ctx = int(spec.option("n_ctx", "4096") or 4096)
-        self.n_threads = int(spec.option("n_threads") or os.cpu_count() or 1)
-        self.batch_samples = _on_off(spec.option("batch_samples") or "off", "batch_samples")
-        self.n_seq = int(spec.option("n_seq") or 4)
-        if not 1 <= self.n_seq <= lb.MAX_STREAMS:
-            raise UserError(f"n_seq must be within 1..{lb.MAX_STREAMS}", field="n_seq")
+        self.n_ctx = self.options.n_ctx
+        self.n_threads = self.options.n_threads or os.cpu_count() or 1
+        self.batch_samples = self.options.batch_samples
+        self.n_seq = self.options.n_seq
         if not self.batch_samples:
             self.capabilities = replace(self.capabilities, batched_samples=False)
         self.stats = {"prompt_tokens": 0, "prompt_tokens_reused": 0, "calls": 0}
@@ -110,19 +120,47 @@ class LlamaCppBackend(Backend):
         from llama_cpp._utils import suppress_stdout_stderr
 
         with suppress_stdout_stderr(disable=False):  # C-level warnings about n_ctx
-            return llama_cpp.Llama(model_path=str(self.path), vocab_only=True, verbose=False)
+            try:
+                return llama_cpp.Llama(model_path=str(self.path), vocab_only=True, verbose=False)
+            except ValueError as exc:  # llama.cpp's reader refused the file
+                raise self._unreadable() from exc
+
+    def _unreadable(self) -> UserError:
+        return UserError(
+            "not a GGUF model llama.cpp can read (a text, truncated or damaged file?)",
+            file=str(self.path),
+            field="model",
+        )
+
+    def check_file(self) -> None:
+        """Read the GGUF's metadata with llama.cpp's own reader (no weights; it also checks
+        that every tensor lies within the file) and refuse an ``n_ctx`` over the model's
+        training context, before minutes go into loading weights for a context it was
+        never trained on."""
+        meta = self._vocab.metadata
+        arch = meta.get("general.architecture", "")
+        trained = meta.get(f"{arch}.context_length")
+        if trained is not None and trained.isdigit() and self.n_ctx > int(trained):
+            raise UserError(
+                f"n_ctx={self.n_ctx} is over the model's training context ({trained} tokens)",
+                field="n_ctx",
+            )
 
     @cached_property
     def llm(self) -> Any:
         llama_cpp = _import_llama()
         log.info("loading %s (n_ctx=%d, threads=%d)", self.path, self.n_ctx, self.n_threads)
-        llm = llama_cpp.Llama(
-            model_path=str(self.path),
-            n_ctx=self.n_ctx,
-            n_threads=self.n_threads,
-            n_batch=512,
-            verbose=False,
-        )
+        self.check_file()
+        try:
+            llm = llama_cpp.Llama(
+                model_path=str(self.path),
+                n_ctx=self.n_ctx,
+                n_threads=self.n_threads,
+                n_batch=512,
+                verbose=False,
+            )
+        except ValueError as exc:
+            raise self._unreadable() from exc
         if self.batch_samples and self.n_seq > 1:
             lb.add_streams(llm, self.n_seq, self.n_ctx)
         return llm
@@ -273,9 +311,3 @@ class LlamaCppBackend(Backend):
         if "llm" in self.__dict__:
             self.llm.close()
             del self.__dict__["llm"]
-
-
-def _on_off(raw: str, name: str) -> bool:
-    if raw not in ("on", "off"):
-        raise UserError(f"{name} must be 'on' or 'off', got {raw!r}", field=name)
-    return raw == "on"

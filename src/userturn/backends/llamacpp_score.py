@@ -1,11 +1,17 @@
 """Log-likelihood of continuations on llama.cpp, each scored in the prompt's KV prefix.
 
-The prompt goes through the same prefix-reusing evaluation as generation (so a likelihood
-probe right after its generation probe reuses nearly all of it), once per request. The
-last prompt position's logits score every continuation's first token; the rest of a
-continuation is evaluated after the prompt in sequence 0, with logits for every position,
-and its cells are dropped again before the next one. No continuation re-evaluates the
-prompt, which is the whole speed-up over scoring ``prompt + continuation`` from scratch.
+Each request's prompt is evaluated from an empty cache, once; the last prompt position's
+logits score every continuation's first token; the rest of a continuation is evaluated
+after the prompt in sequence 0, with logits for every position, and its cells are dropped
+again before the next one. No continuation re-evaluates the prompt, which is the whole
+speed-up over scoring ``prompt + continuation`` from scratch.
+
+The prompt is *not* continued from whatever the cache held before (the previous request,
+or a generation). llama.cpp picks its matmul kernels by batch size, so a prompt whose
+first tokens were evaluated as part of another prompt's batch gets other values: measured
+on the embedded SmolLM2, the same pair scored after a different request moved by up to
+0.09 nats per token. Evaluated fresh, a score depends on its own request alone, so
+requests in any order give equal values.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from userturn.types import ContinuationScore, ScoreResult
 def score_prompt(llm: Any, prompt_ids: list[int], continuations: list[list[int]]) -> ScoreResult:
     """Scores for token-id continuations of ``prompt_ids`` (already checked to fit n_ctx)."""
     n_prompt = len(prompt_ids)
+    llm.n_tokens = 0  # a fresh evaluation: see the module docstring
     reused = eval_prompt(llm, prompt_ids)
     first = np.array(logits_row(llm, -1))  # copied: the next decode overwrites it
     try:

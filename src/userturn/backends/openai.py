@@ -47,12 +47,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from userturn.backends.base import Backend, Capabilities, TemplateOptions
+from userturn.backends.base import Backend, Capabilities, ModelOptions, TemplateOptions
 from userturn.chat import ChatTemplate
 from userturn.errors import UserError, missing_extra
 from userturn.http import (
     CallResult,
     FinalIf,
+    HTTPOptions,
     OpenAIClient,
     ShapeDetector,
     refuses,
@@ -205,7 +206,18 @@ def continuation_score(full: Echo, start: int, end: int | None = None) -> Contin
     return ContinuationScore(sum(values), len(values), values)
 
 
+@dataclass(frozen=True)
+class OpenAIOptions(ModelOptions, HTTPOptions):
+    tokenizer: str | None = None
+    """HF id, folder or .gguf holding the chat template (and the tokenizer)."""
+    add_bos: bool | None = None
+    """None: asked of the server's tokenize route, else of ``tokenizer``."""
+
+
 class OpenAIBackend(Backend):
+    plugin = "openai"
+    Options = OpenAIOptions
+    options: OpenAIOptions
     capabilities = Capabilities(raw_completion=True, n_samples=True, seeds=True, prefix_cache=False)
     batch_items = 256
     """Large chunks: the client runs a chunk's requests concurrently."""
@@ -214,7 +226,7 @@ class OpenAIBackend(Backend):
         super().__init__(spec)
         if not spec.target:
             raise UserError("openai backend needs a model name: openai:MODEL", field="model")
-        self.client = OpenAIClient(spec.target, spec.options, base_url)
+        self.client = OpenAIClient(spec.target, self.options, base_url)
         hosted = (urlparse(self.client.server).hostname or "").endswith("openai.com")
         self.neutral_sampling = not hosted
         self.shapes = ShapeDetector(
@@ -244,7 +256,7 @@ class OpenAIBackend(Backend):
 
     # template -------------------------------------------------------------------------
     def template(self, opts: TemplateOptions) -> ChatTemplate:
-        if not opts.path and not self.spec.option("tokenizer"):
+        if not opts.path and not self.options.tokenizer:
             raise UserError(
                 "openai:MODEL needs the model's chat template to write user turns: a chat "
                 "endpoint can only write assistant turns, so userturn renders the prompt "
@@ -256,7 +268,7 @@ class OpenAIBackend(Backend):
 
     @cached_property
     def _hf_tokenizer(self) -> Any:
-        name = str(self.spec.option("tokenizer"))
+        name = str(self.options.tokenizer)
         try:
             from transformers import AutoTokenizer
         except ModuleNotFoundError as exc:
@@ -271,7 +283,7 @@ class OpenAIBackend(Backend):
 
     def builtin_template(self) -> tuple[str, str, str, str]:
         """The ``?tokenizer=``'s template and special tokens ("" when there is none)."""
-        if not self.spec.option("tokenizer"):
+        if not self.options.tokenizer:
             return "", f"openai:{self.model_id}", "", ""
         tok = self._hf_tokenizer
         source = tok.chat_template
@@ -279,7 +291,7 @@ class OpenAIBackend(Backend):
             source = source.get("default")
         return (
             str(source or ""),
-            f"{self.spec.option('tokenizer')}#chat_template",
+            f"{self.options.tokenizer}#chat_template",
             str(tok.bos_token or ""),
             str(tok.eos_token or ""),
         )
@@ -287,13 +299,12 @@ class OpenAIBackend(Backend):
     @cached_property
     def runtime_adds_bos(self) -> bool:
         self.client.server_entry()  # a dead server fails here, before any warning
-        forced = self.spec.option("add_bos")
-        if forced is not None:
-            return forced.lower() in ("1", "true", "yes")
+        if self.options.add_bos is not None:
+            return self.options.add_bos
         empty = self.tokenize("")
         if empty is not None:
             return len(empty) > 0
-        if self.spec.option("tokenizer"):
+        if self.options.tokenizer:
             return len(self._hf_tokenizer("")["input_ids"]) > 0
         warn_once(
             log,

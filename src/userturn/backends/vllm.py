@@ -16,8 +16,9 @@ anyway when tp*pp exceeds the local GPUs, i.e. multi-node), ``dtype``,
 
 ``loglikelihood`` sends prompt + continuation as one request with ``prompt_logprobs``
 and reads the continuation's own token log-probabilities (raw logits: temperature 1, full
-softmax). vLLM computes prompt log-probabilities only for tokens it evaluates, so such
-requests get little from the prefix cache; on a GPU the prompt pass is cheap.
+softmax), on an engine with prefix caching off (``score_engine_args``): a full prefill
+per request, so scores never depend on request order. When a generation engine (caching
+on) is up it is released first, one engine on the GPU at a time.
 
 Request building is pure (``vllm_requests``: ``engine_args``, ``sampling_args``,
 ``plan_calls``, ``collect``, ``score_args``, ``plan_scores``, ``collect_scores``) and
@@ -37,6 +38,7 @@ from userturn.backends.likelihood import continuation_ids
 from userturn.backends.vllm_requests import (
     Call,
     ScoreCall,
+    VLLMOptions,
     collect,
     collect_scores,
     engine_args,
@@ -44,8 +46,9 @@ from userturn.backends.vllm_requests import (
     plan_scores,
     sampling_args,
     score_args,
+    score_engine_args,
 )
-from userturn.errors import UserError, missing_extra
+from userturn.errors import missing_extra
 from userturn.spec import Spec
 from userturn.types import GenRequest, GenResult, ScoreRequest, ScoreResult
 
@@ -53,6 +56,7 @@ __all__ = [
     "Call",
     "ScoreCall",
     "VLLMBackend",
+    "VLLMOptions",
     "collect",
     "collect_scores",
     "engine_args",
@@ -60,10 +64,14 @@ __all__ = [
     "plan_scores",
     "sampling_args",
     "score_args",
+    "score_engine_args",
 ]
 
 
 class VLLMBackend(Backend):
+    plugin = "vllm"
+    Options = VLLMOptions
+    options: VLLMOptions
     capabilities = Capabilities(
         raw_completion=True, n_samples=True, seeds=True, prefix_cache=True, loglikelihood=True
     )
@@ -73,14 +81,12 @@ class VLLMBackend(Backend):
         super().__init__(spec)
         if not vllm_installed():
             raise missing_extra("vllm", "vllm")
-        self.mode = spec.option("sampling") or "seed"
-        if self.mode not in ("seed", "n"):
-            raise UserError("sampling must be 'seed' or 'n'", field="sampling")
-        self.adapter = spec.option("adapter") or None
+        self.mode = self.options.sampling
+        self.adapter = self.options.adapter
         name = Path(spec.target).name if Path(spec.target).exists() else spec.target
         self._model_id = f"vllm:{name}" + (f"+{Path(self.adapter).name}" if self.adapter else "")
         # Fail at config time on bad options, before any GPU work.
-        self.args = engine_args(spec, spec.target, local_gpus=_local_gpus())
+        self.args = engine_args(self.options, spec.target, local_gpus=_local_gpus())
 
     @property
     def model_id(self) -> str:
@@ -88,22 +94,32 @@ class VLLMBackend(Backend):
 
     @cached_property
     def revision(self) -> str:
-        return self.spec.option("revision") or hfmodel.model_revision(
-            self.spec.target, self.adapter
-        )
+        return self.options.revision or hfmodel.model_revision(self.spec.target, self.adapter)
 
     @cached_property
     def tokenizer(self) -> Any:
-        return hfmodel.load_tokenizer(self.spec.option("tokenizer") or self.spec.target)
+        return hfmodel.load_tokenizer(self.options.tokenizer or self.spec.target)
 
     @cached_property
     def llm(self) -> Any:
+        self.__dict__.pop("score_llm", None)
+        return self._engine(self.args)
+
+    @cached_property
+    def score_llm(self) -> Any:
+        """The scoring engine: prefix caching off (see the module docstring)."""
+        if not self.args.get("enable_prefix_caching"):
+            return self.llm
+        self.__dict__.pop("llm", None)
+        return self._engine(score_engine_args(self.args))
+
+    def _engine(self, args: dict[str, Any]) -> Any:
         import vllm
 
         model = hfmodel.resolve_source(self.spec.target)[0]
         if self.spec.target.endswith(".gguf"):
             model = self.spec.target  # vLLM reads GGUF files itself
-        return vllm.LLM(**{**self.args, "model": model})
+        return vllm.LLM(**{**args, "model": model})
 
     def builtin_template(self) -> tuple[str, str, str, str]:
         return hfmodel.template_parts(self.tokenizer, self.spec.target)
@@ -138,7 +154,7 @@ class VLLMBackend(Backend):
         calls = plan_scores(prompt_ids, conts)
         outs = []
         if calls:
-            outs = self.llm.generate(
+            outs = self.score_llm.generate(
                 [{"prompt_token_ids": list(c.prompt_token_ids)} for c in calls],
                 [vllm.SamplingParams(**score_args()) for _ in calls],
                 **self._generate_kwargs(),
@@ -163,6 +179,7 @@ class VLLMBackend(Backend):
 
     def close(self) -> None:
         self.__dict__.pop("llm", None)
+        self.__dict__.pop("score_llm", None)
 
 
 def vllm_installed() -> bool:

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from userturn.backends.base import ModelOptions
 from userturn.backends.likelihood import score
 from userturn.errors import UserError
-from userturn.spec import Spec
 from userturn.types import (
     Completion,
     Finish,
@@ -23,45 +23,45 @@ from userturn.types import (
     ScoreResult,
 )
 
-_FLOAT_OPTS = ("gpu_memory_utilization",)
-_INT_OPTS = ("max_model_len",)
+
+@dataclass(frozen=True)
+class VLLMOptions(ModelOptions):
+    tp: int = 1
+    pp: int = 1
+    ray: bool = False
+    dtype: str | None = None
+    tokenizer: str | None = None
+    revision: str | None = None
+    max_model_len: int | None = None
+    gpu_memory_utilization: float | None = None
+    adapter: str | None = None
+    max_lora_rank: int | None = None
+    """None: the adapter's own rank (its ``adapter_config.json``)."""
+    sampling: str = "seed"
 
 
-def _int(spec: Spec, name: str, default: int) -> int:
-    raw = spec.option(name)
-    try:
-        value = default if raw in (None, "") else int(raw)
-    except ValueError as exc:
-        raise UserError(f"expected an integer, got {raw!r}", field=name) from exc
-    if value < 1:
-        raise UserError("must be >= 1", field=name)
-    return value
-
-
-def engine_args(spec: Spec, model: str, local_gpus: int) -> dict[str, Any]:
+def engine_args(opts: VLLMOptions, model: str, local_gpus: int) -> dict[str, Any]:
     """Keyword arguments for ``vllm.LLM``; Ray when tp*pp is more GPUs than this node has
-    (a multi-node run), or when ``?ray=1`` asks for it."""
-    tp, pp = _int(spec, "tp", 1), _int(spec, "pp", 1)
+    (a multi-node run), or when ``?ray=on`` asks for it."""
     args: dict[str, Any] = {
         "model": model,
         "enable_prefix_caching": True,
-        "tensor_parallel_size": tp,
-        "pipeline_parallel_size": pp,
+        "tensor_parallel_size": opts.tp,
+        "pipeline_parallel_size": opts.pp,
     }
-    if spec.option("ray") in ("1", "true") or 0 < local_gpus < tp * pp:
+    if opts.ray or 0 < local_gpus < opts.tp * opts.pp:
         args["distributed_executor_backend"] = "ray"
-    for name in ("dtype", "tokenizer", "revision"):
-        if spec.option(name):
-            args[name] = spec.option(name)
-    for name in _INT_OPTS:
-        if spec.option(name):
-            args[name] = _int(spec, name, 1)
-    for name in _FLOAT_OPTS:
-        if spec.option(name):
-            args[name] = float(spec.option(name) or 0)
-    if spec.option("adapter"):
+    passed = {
+        "dtype": opts.dtype,
+        "tokenizer": opts.tokenizer,
+        "revision": opts.revision,
+        "max_model_len": opts.max_model_len,
+        "gpu_memory_utilization": opts.gpu_memory_utilization,
+    }
+    args.update({k: v for k, v in passed.items() if v is not None})
+    if opts.adapter:
         args["enable_lora"] = True
-        args["max_lora_rank"] = _int(spec, "max_lora_rank", _adapter_rank(spec.option("adapter")))
+        args["max_lora_rank"] = opts.max_lora_rank or _adapter_rank(opts.adapter)
     return args
 
 
@@ -176,6 +176,14 @@ def score_args() -> dict[str, Any]:
         "prompt_logprobs": 0,
         "detokenize": False,
     }
+
+
+def score_engine_args(args: dict[str, Any]) -> dict[str, Any]:
+    """The engine scoring runs on: the same one with prefix caching off. vLLM computes
+    prompt log-probabilities only for tokens it evaluates (a cached prefix has none), and
+    with caching on its results have been reported to depend on request order; with it
+    off every request is one full prefill, so a score never depends on its neighbours."""
+    return {**args, "enable_prefix_caching": False}
 
 
 @dataclass(frozen=True)

@@ -16,20 +16,23 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import typer
 
-from userturn.cli.helpfmt import tidy
+from userturn import __version__
+from userturn.cli.helpfmt import CleanGroup, tidy
 from userturn.cli.io import Interrupted
-from userturn.errors import UserError
+from userturn.errors import ResourceError, UserError
+from userturn.redact import redact
 
 app = typer.Typer(
+    cls=CleanGroup,
     add_completion=False,
     no_args_is_help=True,
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
-    help="Probe interaction awareness with user-turn generation.",
 )
 
 COMMAND_MODULES = (
@@ -45,6 +48,26 @@ COMMAND_MODULES = (
     "userturn.cli.repair_cmd",
     "userturn.cli.conversations_cmd",
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"userturn {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_version, help="Print the version and exit."
+    ),
+) -> None:
+    """Probe interaction awareness with user-turn generation: a chat model answers, the
+    same weights write the next user turn, and a judge says whether it follows up.
+
+    Quote every spec: `--model 'smollm2-135m?n_ctx=2048&n_threads=1'` (unquoted, the
+    shell splits at & and globs ?). `userturn COMMAND --help` shows a command's options.
+    """
 
 
 def _register() -> None:
@@ -74,7 +97,7 @@ def _classes(name: str) -> tuple[type[BaseException], ...]:
 
 
 def _error(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
+    print(f"error: {redact(message)}", file=sys.stderr)
     return 2
 
 
@@ -93,6 +116,9 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
     @stream.setter
     def stream(self, value: Any) -> None:
         pass
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
 
     def filter(self, record: logging.LogRecord) -> bool:
         key = (record.name, record.levelno, record.getMessage())
@@ -115,16 +141,26 @@ def _logging() -> None:
         root.setLevel(logging.WARNING)
 
 
+@dataclass
+class _Stop:
+    """The signal that stopped the command (0: none), and whether that was said already."""
+
+    signum: int = 0
+    said: bool = False
+
+
 @contextmanager
-def _sigint() -> Iterator[list[bool]]:
-    """Notice Ctrl-C: typer turns it into a silent exit code 130, we add a word."""
-    seen = [False]
+def _sigint() -> Iterator[_Stop]:
+    """Notice Ctrl-C and SIGTERM (what ``kill``, ``timeout`` and batch schedulers send):
+    both stop a run the same way, keeping what is stored and saying how to resume.
+    Typer turns the KeyboardInterrupt into a silent exit code 130, we add a word."""
+    seen = _Stop()
     if threading.current_thread() is not threading.main_thread():
         yield seen
         return
 
     def handler(signum: int, frame: Any) -> None:
-        seen[0] = True
+        seen.signum = seen.signum or signum
         if frame is not None and frame.f_globals.get("__name__") == "llama_cpp._logger":
             # Inside llama.cpp's log hook, a ctypes callback: an exception raised there is
             # printed and swallowed, and the run would go on to exit 0. Ask again shortly,
@@ -133,32 +169,39 @@ def _sigint() -> Iterator[list[bool]]:
             return
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGINT, handler)
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield seen
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI in-process and return the exit code."""
+    """Run the CLI in-process and return the exit code (143 after SIGTERM, as a shell
+    reports a process it terminated)."""
     args = list(sys.argv[1:] if argv is None else argv)
     _logging()
     with _sigint() as interrupted:
         code = _invoke(args, interrupted)
-    if code == 130 and interrupted[0]:
+    if code == 130 and interrupted.signum and not interrupted.said:
         print("interrupted", file=sys.stderr)
+    if code == 130 and interrupted.signum == signal.SIGTERM:
+        return 128 + signal.SIGTERM
     return code
 
 
-def _invoke(args: list[str], interrupted: list[bool]) -> int:
+def _invoke(args: list[str], interrupted: _Stop) -> int:
     try:
         result = app(args=args, prog_name="userturn", standalone_mode=False)
     except UserError as exc:
         return _error(str(exc))
+    except ResourceError as exc:
+        print(f"error: {redact(str(exc))}", file=sys.stderr)
+        return 1
     except Interrupted as exc:
-        print(exc, file=sys.stderr)
-        interrupted[0] = False  # said already, with what was kept
+        print(redact(str(exc)), file=sys.stderr)
+        interrupted.said = True  # with what was kept
         return 130
     except _classes("NoArgsIsHelpError") as exc:
         print(exc.ctx.get_help())  # type: ignore[attr-defined]

@@ -68,6 +68,7 @@ def summary_table(res: dict[str, Any], confusion: bool = True) -> Table:
         ["genuine rate A / B", f"{_pct(res['rate_a'])} / {_pct(res['rate_b'])}"],
         ["agreement on genuine", _pct(res["agreement"])],
         ["Cohen's kappa [95% CI]", f"{_num(res['kappa'])} [{_num(lo)}, {_num(hi)}]"],
+        ["kappa CI method", str(res.get("kappa_ci_method", "-"))],
         ["label agreement", _pct(res["label_agreement"])],
         ["label kappa", _num(res["label_kappa"])],
     ]
@@ -131,7 +132,10 @@ def agree(
     reps: int = typer.Option(BOOTSTRAP_REPS, "--bootstrap", help="Bootstrap resamples (0: no CI)."),
     seed: int = typer.Option(0, "--seed"),
 ) -> int:
-    """Agreement (percent, Cohen's kappa with bootstrap CI, labels, confusion)."""
+    """Agreement of two label sets: percent, Cohen's kappa with a 95% CI, labels, confusion.
+
+    The kappa CI joins a percentile bootstrap over ids with a Wilson floor on the observed
+    agreement, so it stays wide on few ids (three ids that agree do not give [1, 1])."""
     form = "json" if as_json else output.check_format(fmt)
     if reps < 0:
         raise UserError(f"must be >= 0, got {reps}", field="--bootstrap")

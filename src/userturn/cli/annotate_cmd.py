@@ -19,6 +19,16 @@ annotate_app = typer.Typer(
 )
 
 
+PER_DUPLICATE = 20
+MAX_DUPLICATES = 5
+
+
+def default_duplicates(n: int) -> int:
+    """Repeats worth planting in a packet of ``n``: a handful in a long packet, none in a
+    short one (a packet of 6 with 5 repeats is mostly repeats)."""
+    return min(MAX_DUPLICATES, n // PER_DUPLICATE)
+
+
 @annotate_app.command("export")
 def export(
     run_dir: Path = typer.Option(..., "--run", help="Run directory to sample from."),
@@ -45,7 +55,11 @@ def export(
     ),
     seed: int = typer.Option(0, "--seed", help="Seed for sampling and order."),
     duplicates: int = typer.Option(
-        5, "--duplicates", min=0, help="Planted repeats, for within-annotator consistency."
+        None,
+        "--duplicates",
+        min=0,
+        help="Planted repeats, for within-annotator consistency, on top of --n. "
+        f"[default: one per {PER_DUPLICATE} examples, at most {MAX_DUPLICATES}]",
     ),
     key: Path = typer.Option(
         None, "--key", help="Key file (default: PACKET.key.json beside the packet)."
@@ -64,6 +78,11 @@ def export(
             "--disagreement-share only applies to --sampling disagreement",
             field="--disagreement-share",
         )
+    if duplicates is not None and duplicates > n:
+        raise UserError(
+            f"{duplicates} planted repeats of {n} examples: at most --n", field="--duplicates"
+        )
+    duplicates = default_duplicates(n) if duplicates is None else duplicates
     names = tuple(j.strip() for j in (judges or "").split(",") if j.strip())
     opts = ExportOptions(
         n=n,

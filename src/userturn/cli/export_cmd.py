@@ -46,5 +46,27 @@ def labels(
     return 0
 
 
+@export_app.command("inspect")
+def inspect_logs(
+    run_dir: Path = typer.Option(..., "--run", help="Run directory."),
+    out: Path = typer.Option(..., "--out", help="Log directory to write (inspect's --log-dir)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite logs already in --out."),
+) -> int:
+    """The run as inspect_ai eval logs (one per model x dataset); browse them with
+    `inspect view --log-dir LOGDIR`. Needs the [inspect] extra."""
+    from userturn.errors import UserError
+    from userturn.interop.inspect_logs import export_inspect
+
+    if out.exists() and not out.is_dir():
+        raise UserError("is a file, expected a log directory", file=str(out), field="--out")
+    if out.exists() and out.resolve() == run_dir.resolve():
+        raise UserError("is the run directory; choose another --out", file=str(out), field="--out")
+    if out.is_dir() and any(out.glob("*.eval")) and not force:
+        raise UserError("already holds .eval logs; pass --force to overwrite", file=str(out))
+    for e in export_inspect(run_dir, out):
+        typer.echo(f"wrote {e.path} ({e.samples} samples: {e.model} · {e.dataset} · {e.probe})")
+    return 0
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(export_app, name="export")

@@ -17,7 +17,9 @@ from typing import Any
 
 import typer
 from typer.core import TyperCommand, TyperGroup
-from typer.models import OptionInfo, ParameterInfo
+from typer.models import DefaultPlaceholder, OptionInfo, ParameterInfo
+
+from userturn.cli.helptext import EXAMPLES, FLAG_HELP
 
 BY_FLAG = {
     "--model": "SPEC",
@@ -79,25 +81,54 @@ def _fill(callback: Callable[..., Any] | None) -> None:
     if callback is None:
         return
     for info, base in _infos(callback):
-        if info.metavar is None and isinstance(info, OptionInfo):
+        if not isinstance(info, OptionInfo):
+            continue
+        if info.metavar is None:
             info.metavar = _metavar(info, base)
+        if not info.help:
+            decls = [*(info.param_decls or ())]
+            if isinstance(info.default, str):  # Annotated[..., Option("--flag")]
+                decls.insert(0, info.default)
+            flags = [d.split("/")[0] for d in decls if d.startswith("--")]
+            info.help = next((FLAG_HELP[f] for f in flags if f in FLAG_HELP), None)
 
 
-def tidy(app: typer.Typer) -> None:
-    """Give every option a metavar and every command the clean renderer, recursively."""
+def _name_of(cmd: Any) -> str:
+    callback = cmd.callback
+    name = cmd.name or (callback.__name__ if callback else "")
+    return str(name).replace("_", "-")
+
+
+def tidy(app: typer.Typer, path: str = "") -> None:
+    """Give every option a metavar and help, every command its example and the clean
+    renderer, recursively."""
     for cmd in app.registered_commands:
         _fill(cmd.callback)
-        if cmd.cls in (None, TyperCommand):
+        cmd.epilog = cmd.epilog or _examples(f"{path} {_name_of(cmd)}".strip())
+        if _unset(cmd.cls, TyperCommand):
             cmd.cls = CleanCommand
     if app.registered_callback is not None:
         _fill(app.registered_callback.callback)
-    if app.info.cls in (None, TyperGroup):
+        app.registered_callback.epilog = app.registered_callback.epilog or _examples(path)
+    if _unset(app.info.cls, TyperGroup):
         app.info.cls = CleanGroup
     for group in app.registered_groups:
+        name = f"{path} {group.name}".strip()
         if group.typer_instance is not None:
-            tidy(group.typer_instance)
-        if group.cls in (None, TyperGroup):
+            tidy(group.typer_instance, name)
+            group.typer_instance.info.epilog = group.typer_instance.info.epilog or _examples(name)
+        if _unset(group.cls, TyperGroup):
             group.cls = CleanGroup
+
+
+def _unset(cls: Any, base: type) -> bool:
+    """No class chosen yet: None, Typer's own, or Typer's placeholder for "default"."""
+    return cls is None or cls is base or isinstance(cls, DefaultPlaceholder)
+
+
+def _examples(path: str) -> str | None:
+    lines = EXAMPLES.get(path)
+    return examples(*lines) if lines else None
 
 
 def _arg_name(param: Any) -> str:
@@ -115,16 +146,30 @@ def _usage(cmd: Any, ctx: Any) -> list[str]:
 
 
 def _format(cmd: Any, ctx: Any, formatter: Any) -> None:
-    args, opts = [], []
+    """Arguments, then options in their panels (``rich_help_panel``) in the order the
+    panels first appear, then the options of no panel: forty flags read as five short
+    lists. Plain text, so a help page pasted into an issue or a log keeps its shape."""
+    args: list[tuple[str, str]] = []
+    panels: dict[str, list[tuple[str, str]]] = {}
     for param in cmd.get_params(ctx):
         if param.param_type_name == "argument":
             args.append((_arg_name(param), param.help or ""))
         elif (rv := param.get_help_record(ctx)) is not None:
-            opts.append(rv)
-    for title, rows in (("Arguments", args), ("Options", opts)):
+            panels.setdefault(getattr(param, "rich_help_panel", None) or "", []).append(rv)
+    sections = [("Arguments", args)]
+    sections += [(name, rows) for name, rows in panels.items() if name]
+    sections += [("Options" if len(panels) == 1 else "Other options", panels.get("", []))]
+    for title, rows in sections:
         if rows:
             with formatter.section(title):
                 formatter.write_dl(rows)
+
+
+def summary(cmd: Any) -> str:
+    """A command's first sentence, whole: click cuts it to fit one line with "…"."""
+    text = cmd.short_help or " ".join((cmd.help or "").split("\n\n")[0].split())
+    first = text.split(". ")[0].rstrip(".")
+    return first + "." if first else ""
 
 
 class CleanCommand(TyperCommand):
@@ -142,3 +187,18 @@ class CleanGroup(TyperGroup):
     def format_options(self, ctx: Any, formatter: Any) -> None:
         _format(self, ctx, formatter)
         self.format_commands(ctx, formatter)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, summary(cmd)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def examples(*lines: str) -> str:
+    """An ``Examples:`` epilog kept line by line (click rewraps other paragraphs)."""
+    return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)

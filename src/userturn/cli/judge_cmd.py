@@ -4,16 +4,18 @@ judge's card (``userturn judge card``)."""
 from __future__ import annotations
 
 import json
+from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 import typer
 
 from userturn.analysis.cards import CARDS_DIR
 from userturn.analysis.tables import Table
 from userturn.cli import output
-from userturn.cli.io import atomic_lines, check_output
-from userturn.datasets.base import check_messages, read_jsonl, require
+from userturn.cli.io import Interrupted, atomic_lines, check_output
+from userturn.datasets.base import check_messages, read_jsonl, require, require_id
 from userturn.errors import UserError
 from userturn.judges import Judge, load_judge
 from userturn.judges.card import build_card, load_card, write_card
@@ -30,12 +32,15 @@ judge_app = typer.Typer(
 
 def read_examples(path: Path) -> list[JudgeInput]:
     """``{"id", "messages", "user_turn"}`` lines; extra keys are ignored, never shown."""
-    out = []
+    out, seen = [], set()
     for line, obj in read_jsonl(path):
-        ex_id = require(obj, "id", (str, int), path, line)
+        ex_id = require_id(obj, path, line)
+        if ex_id in seen:  # a label file with two rows per id is one agree refuses
+            raise UserError(f"duplicate id {ex_id!r}", file=str(path), line=line, field="id")
+        seen.add(ex_id)
         messages = check_messages(obj.get("messages"), path, line)
         user_turn = require(obj, "user_turn", str, path, line)
-        out.append(JudgeInput(id=str(ex_id), messages=messages, user_turn=user_turn))
+        out.append(JudgeInput(id=ex_id, messages=messages, user_turn=user_turn))
     if not out:
         raise UserError("no examples (the file has no JSON lines)", file=str(path))
     return out
@@ -89,9 +94,16 @@ def _judge_file(in_path: Path, out_path: Path, judge_obj: Judge) -> int:
 
 
 def _judge_run(run_dir: Path, judge_obj: Judge, retry_failed: bool) -> int:
-    with open_run(run_dir) as store:
+    with open_run(run_dir, writer="judge") as store:
         turns = list(store.user_turns())
-        tally = judge_rows(store, [judge_obj], turns, retry_failed=retry_failed)
+        try:
+            tally = judge_rows(store, [judge_obj], turns, retry_failed=retry_failed)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: every returned verdict is stored
+            write_outputs(run_dir, store)
+            raise Interrupted(
+                f"interrupted: the verdicts returned so far are stored in {run_dir} "
+                "(records.jsonl and summary.json cover them); run the same command to resume"
+            ) from None
         write_outputs(run_dir, store)
         states = store.judgment_states(judge_obj.id).values()
         left = sum(v == judge_obj.version and s != "ok" for v, s in states)
@@ -123,56 +135,104 @@ def _exit_for(judge_id: str, failed: int, n: int) -> int:
     return 0
 
 
+BUILTIN = "builtin"
+REFERENCE_FILES = ("judge_dev.jsonl", "judge_train.jsonl", "judge_realistic.jsonl")
+
+
+def builtin_references() -> list[Path]:
+    """The reference sets shipped in the package (provenance: docs/reference-sets.md)."""
+    folder = resources.files("userturn.judges").joinpath("reference")
+    return [Path(str(folder.joinpath(name))) for name in REFERENCE_FILES]
+
+
+def reference_files(raw: list[str]) -> tuple[list[Path], int | None]:
+    """``--ref FILE`` (repeatable), ``--ref builtin`` (the three shipped sets) or
+    ``--ref 'builtin?limit=N'`` (the first N rows of each: a quick, rough card)."""
+    paths: list[Path] = []
+    limit = None
+    for text in raw:
+        name, mark, query = text.partition("?")
+        if name != BUILTIN:
+            paths.append(Path(text))
+            continue
+        options = dict(parse_qsl(query, keep_blank_values=True)) if mark else {}
+        unknown = sorted(set(options) - {"limit"})
+        if unknown:
+            raise UserError(
+                f"unknown option {unknown[0]!r} of builtin (known: limit)", field="--ref"
+            )
+        if "limit" in options:
+            value = options["limit"]
+            if not value.isdigit() or int(value) < 1:
+                raise UserError(
+                    f"builtin?limit= expects an integer >= 1, got {value!r}", field="--ref"
+                )
+            limit = int(value)
+        paths += builtin_references()
+    return paths, limit
+
+
 @judge_app.command("card")
 def card(
     judge_spec: str = typer.Option(..., "--judge", help="Judge spec, e.g. offline."),
-    refs: list[Path] = typer.Option(
-        None, "--ref", help="Reference-label file (repeatable), judge_dev.jsonl format."
+    refs: list[str] = typer.Option(
+        None,
+        "--ref",
+        metavar="FILE|builtin",
+        help="Reference labels (repeatable), judge_dev.jsonl format; 'builtin' is the three "
+        "sets shipped with userturn (1,107 turns), 'builtin?limit=N' their first N rows each.",
     ),
     control: Path = typer.Option(None, "--control", help="A control set to score as well."),
-    out: Path = typer.Option(Path(CARDS_DIR), "--out", help="Folder to write the card to."),
+    out: Path = typer.Option(
+        None, "--out", help="Also write the card into this folder. [default: print only]"
+    ),
     run_dir: Path = typer.Option(
         None, "--run", help="Write the card into this run (its cells get corrected rates)."
     ),
     judge_base_url: str = typer.Option(None, "--judge-base-url", metavar="URL"),
     fmt: str = typer.Option(
-        "table", "--format", help="table (default: σ overall and per model and dataset) or json."
+        "table", "--format", help="table (σ overall and per model and dataset) or json."
     ),
 ) -> int:
-    """Write and print a judge's card: sensitivity and specificity with CIs, overall and
-    per model and dataset of the reference turns, the label confusion and the counts
-    behind them. Built-in judges have one shipped; other judges (or --ref files) get one
-    computed now."""
+    """Print a judge's card: sensitivity and specificity with CIs, overall and per model
+    and dataset of the reference turns. Built-in judges have one shipped; any other judge
+    gets one measured now on --ref files (--ref builtin: the shipped reference sets). The
+    card is written only with --out or --run."""
     if fmt not in ("table", "json"):
         raise UserError(f"expected table or json, got {fmt!r}", field="--format")
-    judge_obj = load_judge(judge_spec, base_url=judge_base_url)
-    try:
-        data = load_card(judge_obj.id, judge_obj.version) if not refs else None
-        if data is None:
-            if not refs:
-                raise UserError(
-                    f"judge {judge_obj.id} has no shipped card: give reference labels with "
-                    "--ref FILE",
-                    field="--ref",
-                )
-            data = build_card(judge_obj, refs, control)
-    finally:
-        judge_obj.close()
-    folder = run_dir / CARDS_DIR if run_dir is not None else out
     if run_dir is not None and not run_dir.is_dir():
         raise UserError("run directory not found", file=str(run_dir))
-    path = write_card(data, folder)
+    paths, limit = reference_files(list(refs or []))
+    judge_obj = load_judge(judge_spec, base_url=judge_base_url)
+    try:
+        data = load_card(judge_obj.id, judge_obj.version) if not paths else None
+        if data is None:
+            if not paths:
+                raise UserError(
+                    f"judge {judge_obj.id} has no shipped card: measure one with --ref builtin "
+                    "(or --ref FILE)",
+                    field="--ref",
+                )
+            data = build_card(judge_obj, paths, control, limit=limit)
+    finally:
+        judge_obj.close()
+    written = [write_card(data, folder) for folder in _card_folders(out, run_dir)]
     if fmt == "json":
         typer.echo(json.dumps(data, indent=1, ensure_ascii=False))
     else:
         output.emit(card_table(data), detail=(), key=("reference turns",))
-        output.note(_card_note(data, path))
-    typer.echo(f"wrote {path}", err=True)
+        output.note(_card_note(data, written))
+    for path in written:
+        typer.echo(f"wrote {path}", err=True)
     if run_dir is not None:  # the run's corrected rates use the new card from now on
-        with open_run(run_dir) as store:
+        with open_run(run_dir, writer="judge card") as store:
             write_outputs(run_dir, store)
         typer.echo(f"updated {run_dir / 'summary.json'}", err=True)
     return 0
+
+
+def _card_folders(out: Path | None, run_dir: Path | None) -> list[Path]:
+    return ([out] if out is not None else []) + ([run_dir / CARDS_DIR] if run_dir else [])
 
 
 def card_table(card: dict[str, Any]) -> Table:
@@ -201,7 +261,7 @@ def _interval(x: dict[str, float | None]) -> str:
     return f"{x['value']:.2f} [{x['ci_low']:.2f}, {x['ci_high']:.2f}]"
 
 
-def _card_note(card: dict[str, Any], path: Path) -> str:
+def _card_note(card: dict[str, Any], written: list[Path]) -> str:
     control = card.get("control_set") or {}
     said = f"method: {card['method']}."
     if control.get("n"):
@@ -209,7 +269,8 @@ def _card_note(card: dict[str, Any], path: Path) -> str:
             f" Control set ({control['n']} planted turns): σ accuracy"
             f" {control['sigma_accuracy']}, label accuracy {control['label_accuracy']}."
         )
-    return said + f" The label confusion and every count are in {path} (--format json)."
+    where = f"in {written[0]} and " if written else ""
+    return said + f" The label confusion and every count are {where}in --format json."
 
 
 def register(app: typer.Typer) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from userturn.errors import UserError
@@ -46,3 +47,30 @@ def ids(text: str, flag: str) -> list[str]:
     if not out:
         raise UserError(f"expected comma-separated ids, got {text!r}", field=flag)
     return out
+
+
+def by_name(
+    params: Mapping[str, Any],
+    fields: Collection[str],
+    *,
+    renames: Mapping[str, str] = {},
+    parsers: Mapping[str, Callable[[str], Any]] = {},
+    cli_only: Collection[str] = (),
+) -> dict[str, Any]:
+    """A command's options (``ctx.params``) as the fields of the settings it builds.
+
+    Every option is a field of the same name, ``renames`` where the flag reads better
+    singular (``--model`` -> ``models``), or in ``cli_only`` (``--out``, ``--format``);
+    anything else is a bug, caught by the first test that runs the command. So a new
+    field needs one new option and nothing else, and none can be left unmapped.
+    """
+    values: dict[str, Any] = {}
+    for name, value in params.items():
+        if name in cli_only:
+            continue
+        key = renames.get(name, name)
+        if key not in fields:
+            raise AssertionError(f"option {name!r} is neither a field nor marked cli-only")
+        parse = parsers.get(key)
+        values[key] = parse(value) if parse is not None and value is not None else value
+    return values

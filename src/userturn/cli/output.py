@@ -3,18 +3,18 @@
 
 Why one renderer: ``run`` printed a rich table, ``compare`` Markdown and ``agree``
 hand-aligned text, and at 80 columns rich folded words in the middle
-(``smollm2-1/35m``). Here every column is at least as wide as its longest word, so text
-wraps only between words. When even that does not fit, the columns marked as detail
-move under the grid, one line each; when it still does not fit, each row is printed as
-a stack of ``column: value`` lines. Machine formats go to stdout alone: the notes that
-accompany a table go to stderr there, so ``--format json | jq`` just works.
+(``smollm2-1/35m``). Here every column is at least as wide as its longest value, so
+only headers wrap (between words): a row is one line at any width, on a terminal or in
+a log. Columns that do not fit move under the grid (the ones marked as detail first),
+one entry per row, so the shape of the output never depends on the grid. Machine
+formats go to stdout alone: the notes that accompany a table go to stderr there, so
+``--format json | jq`` just works.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import textwrap
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -28,7 +28,7 @@ from userturn.errors import UserError
 
 Format = Literal["table", "json", "md", "csv"]
 FORMATS: tuple[Format, ...] = ("table", "json", "md", "csv")
-FORMAT_HELP = "table (default), json, md or csv."
+FORMAT_HELP = "table, json, md or csv (numbers in machine columns)."
 GAP = 2
 """Cells between two columns: one padding space and the (blank) separator."""
 
@@ -44,16 +44,19 @@ def console() -> Console:
     return Console(file=sys.stdout, highlight=False, soft_wrap=False)
 
 
-def err_console() -> Console:
-    return Console(file=sys.stderr, highlight=False)
-
-
 def emit(
-    table: Table, fmt: Format = "table", *, detail: Sequence[str] = (), key: Sequence[str] = ()
+    table: Table,
+    fmt: Format = "table",
+    *,
+    detail: Sequence[str] = (),
+    key: Sequence[str] = (),
+    wrap: Sequence[str] = (),
+    keep: Sequence[str] = (),
 ) -> None:
     """Print ``table`` in ``fmt``. ``detail`` names columns that may move below the grid
     on a narrow terminal, where each row is named by its ``key`` columns (default: the
-    first column)."""
+    first column); ``wrap`` names prose columns whose values may wrap between words;
+    ``keep`` the columns that leave the grid last (a table's headline figure)."""
     if fmt == "json":
         print(json.dumps(records(table), indent=2, ensure_ascii=False))
     elif fmt == "md":
@@ -61,7 +64,7 @@ def emit(
     elif fmt == "csv":
         print(table.to_csv(), end="")
     else:
-        render(table, console(), detail, key)
+        render(table, console(), detail, key, wrap, keep)
 
 
 def say(text: str) -> None:
@@ -80,62 +83,138 @@ def note(text: str, fmt: Format = "table") -> None:
 
 
 def records(table: Table) -> list[dict[str, Any]]:
-    return [dict(zip(table.columns, row, strict=True)) for row in table.rows]
+    return [dict(zip(table.raw_columns, row, strict=True)) for row in table.rows]
 
 
 # the terminal table -------------------------------------------------------------------
-def render(table: Table, out: Console, detail: Sequence[str] = (), key: Sequence[str] = ()) -> None:
+def render(
+    table: Table,
+    out: Console,
+    detail: Sequence[str] = (),
+    key: Sequence[str] = (),
+    wrap: Sequence[str] = (),
+    keep: Sequence[str] = (),
+) -> None:
+    """The grid, one line per row at any width (but for ``wrap`` columns), then the
+    columns that did not fit, one entry per row named by its ``key`` columns (or by a
+    row number, when a key column had to leave the grid)."""
     if table.title:
         out.print(table.title, markup=False)
-    cols, moved, widths = _layout(table, out.width, detail)
-    if widths is None:
-        stack(table, out)
-        return
-    out.print(grid(cols, [_pick(table, r, cols) for r in table.shown], widths))
-    names = [c for c in key if c in cols] or cols[:1]
+    names = [c for c in key if c in table.columns] or list(table.columns[:1])
+    cols, widths = layout(table, out.width, detail, names, wrap, keep)
+    numbered = not set(names) <= set(cols)
+    if numbered:  # rows the grid no longer tells apart get a number to find them below
+        digits = len(str(len(table.shown)))
+        cols, widths = layout(table, out.width - digits - GAP, detail, names, wrap, keep)
+    moved = [c for c in table.columns if c not in cols]
+    rows = [_pick(table, r, cols) for r in table.shown]
+    if numbered:
+        rows = [[str(i), *r] for i, r in enumerate(rows, start=1)]
+        cols, widths = ["#", *cols], [digits, *widths]
+    out.print(grid(cols, rows, widths))
     if moved:
         out.print(f"{moved[0]}:" if len(moved) == 1 else "more columns:", markup=False)
-    for row in table.shown:
+    for i, row in enumerate(table.shown if moved else [], start=1):
         values = _pick(table, row, moved)
         if len(moved) == 1:
-            text = values[0] or "-"
+            fields = [("", values[0] or "-")]
         else:
-            text = "; ".join(f"{c} {v or '-'}" for c, v in zip(moved, values, strict=True))
-        if moved:
-            _hanging(out, f"{_name(table, row, names)}: {text}", indent=2)
+            fields = [(c, v or "-") for c, v in zip(moved, values, strict=True)]
+        name = f"#{i}" if numbered else _name(table, row, names)
+        for line in entry_lines(f"{name}: ", fields, out.width):
+            out.print(line, markup=False, soft_wrap=True, crop=False)
     if table.note:
         out.print(table.note, markup=False)
 
 
-def _layout(
-    table: Table, width: int, detail: Sequence[str]
-) -> tuple[list[str], list[str], list[int] | None]:
-    """Columns in the grid, columns moved below it, and the grid's widths (None: stack).
+def layout(
+    table: Table,
+    width: int,
+    detail: Sequence[str],
+    names: Sequence[str],
+    wrap: Sequence[str] = (),
+    keep: Sequence[str] = (),
+) -> tuple[list[str], list[int]]:
+    """The columns kept in the grid and their widths.
 
-    Whole values beat keeping the detail columns in the grid: a table whose every rate
-    wraps over three lines is harder to read than one with its labels listed below."""
+    A value never wraps: a rate folded over three lines ("26.0%" / "[15.9%," / "39.6%]")
+    cannot be read in a log, and a log is where most runs are read. So columns leave the
+    grid until the rest fits whole: the ``detail`` columns first, in their order, then the
+    others from the right, then the key columns that name a row (widest first; the first
+    column stays), the ``keep`` columns last. Then each column that left goes back, the
+    last to leave first, wherever it still fits."""
     every = list(table.columns)
-    kept = [c for c in every if c not in detail]
-    tries = [(every, False), (kept, False), (every, True), (kept, True)]
-    for cols, wrap in tries if detail else tries[::2]:
-        widths = fit(cols, [_pick(table, r, cols) for r in table.shown], width, wrap)
+    order = [c for c in detail if c in every]
+    order += [c for c in reversed(every) if c not in order and c not in names and c not in keep]
+    keys = [c for c in every if c in names and c != every[0]]
+    order += sorted(keys, key=lambda c: -max(cell_len(v) for v in _column(table, c)))
+    order += [c for c in every if c in keep and c not in names]
+    cols, left = list(every), []
+    widths = _fit(table, cols, width, wrap)
+    for leaving in order:
         if widths is not None:
-            return cols, [c for c in every if c not in cols], widths
-    return every, [], None
+            break
+        cols.remove(leaving)
+        left.append(leaving)
+        widths = _fit(table, cols, width, wrap)
+    for back in reversed(left):
+        trial = [c for c in every if c in cols or c == back]
+        if (found := _fit(table, trial, width, wrap)) is not None:
+            cols, widths = trial, found
+    if widths is None:  # one column wider than the screen: printed whole, past the edge
+        widths = [max(cell_len(v) for v in _column(table, c)) for c in cols]
+    return cols, widths
 
 
-def _hanging(out: Console, text: str, indent: int) -> None:
-    """One wrapped entry: later lines indented past the first, words kept whole."""
-    lines = textwrap.wrap(
-        text,
-        width=max(out.width, 20),
-        initial_indent=" " * indent,
-        subsequent_indent=" " * (indent + 4),
-        break_long_words=False,
-        break_on_hyphens=False,
-    )
-    for line in lines or [""]:
-        out.print(line, markup=False, soft_wrap=True)
+def _fit(table: Table, cols: list[str], width: int, wrap: Sequence[str]) -> list[int] | None:
+    return fit(cols, [_pick(table, r, cols) for r in table.shown], width, wrap)
+
+
+def entry_lines(head: str, fields: list[tuple[str, str]], width: int, indent: int = 2) -> list[str]:
+    """``  name: col a; col b`` wrapped between fields; a field too long for a line of its
+    own breaks between its column and its value, then between the items of a
+    comma-separated value, never inside an item (a rate and its CI stay together).
+    Later lines are indented past the first."""
+    lines = [" " * indent + head.rstrip()]
+    pad = " " * (indent + 4)
+
+    def put(text: str) -> None:
+        if cell_len(lines[-1] + " " + text) <= width:
+            lines[-1] += " " + text
+        else:
+            lines.append(pad + text)
+
+    for i, (label, value) in enumerate(fields):
+        end = ";" if i < len(fields) - 1 else ""
+        whole = (f"{label} {value}" if label else value) + end
+        if cell_len(lines[-1] + " " + whole) > width and cell_len(pad + whole) <= width:
+            lines.append(pad + whole)
+            continue
+        items = _items(value)
+        parts = [label] if label else []
+        parts += [item + ("," if j < len(items) - 1 else end) for j, item in enumerate(items)]
+        for part in parts:
+            put(part)
+    return lines
+
+
+def _items(text: str) -> list[str]:
+    """Split at ``, `` outside brackets: ``26.0% [15.9%, 39.6%]`` stays one item."""
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "[(":
+            depth += 1
+        elif ch in "])":
+            depth -= 1
+        elif depth == 0 and text.startswith(", ", i):
+            items.append(text[start:i])
+            start = i + 2
+    return [*items, text[start:]]
+
+
+def _column(table: Table, col: str) -> list[str]:
+    i = table.columns.index(col)
+    return [col, *(r[i] for r in table.shown)]
 
 
 def _pick(table: Table, row: list[str], cols: list[str]) -> list[str]:
@@ -143,9 +222,12 @@ def _pick(table: Table, row: list[str], cols: list[str]) -> list[str]:
 
 
 def _name(table: Table, row: list[str], cols: list[str]) -> str:
-    """A row's name from its key columns; a short column name is kept (``T=0``)."""
+    """A row's name from its key columns; a number keeps its column (``T=0``, ``turn=2``)."""
     values = _pick(table, row, cols)
-    return " ".join(f"{c}={v}" if len(c) <= 2 else v for c, v in zip(cols, values, strict=True))
+    return " ".join(
+        f"{c}={v}" if v.replace(".", "", 1).isdigit() else v
+        for c, v in zip(cols, values, strict=True)
+    )
 
 
 def _longest_word(text: str) -> int:
@@ -153,23 +235,20 @@ def _longest_word(text: str) -> int:
 
 
 def fit(
-    cols: list[str], rows: list[list[str]], width: int, wrap_values: bool = True
+    cols: list[str], rows: list[list[str]], width: int, wrap: Sequence[str] = ()
 ) -> list[int] | None:
-    """Column widths that fit ``width`` without splitting a word, or None.
+    """Column widths that fit ``width`` with every value whole, or None.
 
     Start from each column's natural width and narrow, one cell at a time, the column
-    with the most room left: first down to its widest value (only headers wrap), and if
-    that is not enough and ``wrap_values``, down to its longest word (values wrap between
-    words)."""
+    with the most room left, down to its widest value (so only headers wrap, between
+    words), or for a ``wrap`` column down to its longest word."""
     natural = [max([cell_len(c), *(cell_len(r[i]) for r in rows)]) for i, c in enumerate(cols)]
-    head = [_longest_word(c) for c in cols]
-    whole = [max([h, *(cell_len(r[i]) for r in rows), 1]) for i, h in enumerate(head)]
-    words = [max([h, *(_longest_word(r[i]) for r in rows), 1]) for i, h in enumerate(head)]
+    least = []
+    for i, col in enumerate(cols):
+        value = _longest_word if col in wrap else cell_len
+        least.append(max([_longest_word(col), *(value(r[i]) for r in rows), 1]))
     room = width - GAP * (len(cols) - 1) - 1  # the last column keeps its right padding
-    for least in (whole, words) if wrap_values else (whole,):
-        if sum(least) <= room:
-            return _narrow(natural, least, room)
-    return None
+    return _narrow(natural, least, room) if sum(least) <= room else None
 
 
 def _narrow(widths: list[int], least: list[int], room: int) -> list[int]:
@@ -187,14 +266,3 @@ def grid(cols: list[str], rows: list[list[str]], widths: list[int]) -> RichTable
     for row in rows:
         t.add_row(*row)
     return t
-
-
-def stack(table: Table, out: Console) -> None:
-    """Each row as ``column: value`` lines: readable at any width."""
-    for i, row in enumerate(table.shown):
-        if i:
-            out.print()
-        for col, value in zip(table.columns, row, strict=True):
-            _hanging(out, f"{col}: {value}", indent=0)
-    if table.note:
-        out.print(table.note, markup=False)

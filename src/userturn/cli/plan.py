@@ -11,12 +11,16 @@ stored, so the numbers it prints are what is left to do.
 from __future__ import annotations
 
 import datetime as dt
+import os
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from userturn.cli import output
+from userturn import registry
+from userturn.cli import output, speed
 from userturn.config import RunConfig
+from userturn.judges import normalize_judge_spec
 from userturn.perturb import load_perturbation
 from userturn.run import driver
 from userturn.run.executors import Job
@@ -25,8 +29,12 @@ from userturn.run.worker import samples_at
 
 
 def check(cfg: RunConfig) -> None:
-    """Every model spec and perturbation, and the template file, before any work."""
+    """Every model spec (a GGUF file read by llama.cpp's own reader), perturbation and
+    the template file, and every judge spec, before any work (and before ``run`` says
+    what it will do)."""
     driver.check_plan(cfg)
+    for judge in cfg.judges:
+        registry.judge_spec(judge)
 
 
 @dataclass(frozen=True)
@@ -38,35 +46,142 @@ class Stored:
     judged: dict[str, int] | None = None
 
 
+@dataclass(frozen=True)
+class Size:
+    """What a generate run asks for and what is left of it after ``--out``'s store."""
+
+    answers: int
+    turns: int
+    items: int
+    done: Stored
+    resumed: bool
+
+    @property
+    def calls_left(self) -> int:
+        return max(0, self.answers - self.done.answers) + max(0, self.turns - self.done.turns)
+
+
+def size(cfg: RunConfig, out: Path, jobs: list[Job], judges: list[str] | None = None) -> Size:
+    perts = [load_perturbation(p).id for p in cfg.perturbations]
+    judges = [normalize_judge_spec(j) for j in cfg.judges] if judges is None else judges
+    stored = _stored(out, cfg, jobs, perts, judges)
+    answers = sum(1 for j in jobs for it in j.items if not it.held_out) * len(cfg.models)
+    turns = driver.planned_user_turns(cfg, jobs) * len(cfg.models)
+    items = sum(len(j.items) for j in jobs)
+    return Size(answers, turns, items, stored or Stored(), stored is not None)
+
+
+def grid_line(cfg: RunConfig, jobs: list[Job], items: int) -> str:
+    temps = ",".join(f"{t:g}" for t in cfg.temperatures)
+    return (
+        f"{len(cfg.models)} model(s) x {len(jobs)} dataset(s) ({items} items) x T={temps} "
+        f"x k={cfg.samples} x perturbations={','.join(cfg.perturbations)} "
+        f"x judges={','.join(cfg.judges) or 'none'}"
+    )
+
+
+def time_left(cfg: RunConfig, calls: int) -> str:
+    """The estimate per model: calls split evenly over the grid's models."""
+    per = calls // max(1, len(cfg.models))
+    if len(cfg.models) == 1:
+        return speed.estimate(cfg.models[0], calls)
+    return "; ".join(f"{m}: {speed.estimate(m, per)}" for m in cfg.models)
+
+
+def names(jobs: list[Job]) -> str:
+    """``gsm8k (5 of 100 items), healthbench (213 items)``."""
+    parts = []
+    for job in jobs:
+        avail = job.dataset.describe().get("available")
+        used = len(job.items)
+        parts.append(f"{job.dataset.id} ({used}" + (f" of {avail}" if avail else "") + " items)")
+    return ", ".join(parts)
+
+
+def in_background() -> bool:
+    """A background job of an interactive terminal (``cmd &``): its stdin is the
+    terminal, whose foreground process group is another one."""
+    try:
+        fd = sys.stdin.fileno()
+        return os.isatty(fd) and os.getpgrp() != os.tcgetpgrp(fd)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def split_warning(cfg: RunConfig, background: bool) -> str | None:
+    """An unquoted ``--model 'm?a=1&b=2'`` makes the shell start ``userturn run --model
+    m?a=1`` in the background and drop ``b=2``: name that when it looks like it."""
+    specs = [*cfg.models, *cfg.datasets, *cfg.judges]
+    if not background or not any("?" in s for s in specs):
+        return None
+    return (
+        "warning: userturn runs in the background of this terminal with a spec that has "
+        "options; if you typed an unquoted & in it, the shell split the spec there and "
+        "started this run: stop it with `kill %1` (or fg, then Ctrl-C) and quote the spec, "
+        "e.g. --model 'smollm2-135m?n_ctx=2048&n_threads=1'"
+    )
+
+
+def announce(cfg: RunConfig, out: Path | None) -> None:
+    """One line on stderr before a run starts: its size and how long it should take, so
+    a bare ``userturn run`` (100 items, 300 generations) does not start without a word."""
+    warning = split_warning(cfg, in_background())
+    if warning:
+        print(warning, file=sys.stderr)
+    out = out or driver.default_out(cfg)
+    jobs = driver.load_jobs(cfg)
+    items = sum(len(j.items) for j in jobs)
+    if cfg.probe == "likelihood":
+        n = driver.planned_user_turns(cfg, jobs) * len(cfg.models)
+        grid = (
+            f"{len(cfg.models)} model(s) x {len(jobs)} dataset(s) ({items} items) "
+            f"x perturbations={','.join(cfg.perturbations)}"
+        )
+        print(f"likelihood: {grid}: {n} contexts to score, no judge calls", file=sys.stderr)
+        return
+    if cfg.probe == "rollout":
+        n = items * samples_at(cfg.temperatures[0], cfg.samples) * len(cfg.models)
+        print(
+            f"rollout: {grid_line(cfg, jobs, items)}: {n} conversations of up to {cfg.turns} "
+            "user turns",
+            file=sys.stderr,
+        )
+        return
+    sz = size(cfg, out, jobs)
+    left = f"{sz.answers - sz.done.answers} answers + {sz.turns - sz.done.turns} user turns"
+    print(
+        f"run: {grid_line(cfg, jobs, sz.items)}: {left} to generate"
+        + (" (the rest is stored)" if sz.resumed else "")
+        + f"; time: {time_left(cfg, sz.calls_left)}; `--dry-run` shows the plan",
+        file=sys.stderr,
+    )
+
+
 def dry_run(cfg: RunConfig, out: Path | None) -> int:
     out = out or driver.default_out(cfg)
     driver.check_out(out)
     jobs = driver.load_jobs(cfg)
+    say = output.say
+    say(f"models: {', '.join(cfg.models)}")
+    say(f"datasets: {names(jobs)}")
     if cfg.probe != "generate":
         return _dry_run_probe(cfg, out, jobs)
     judges = driver.load_judges(cfg)
     try:
-        perts = [load_perturbation(p).id for p in cfg.perturbations]
-        stored = _stored(out, cfg, jobs, perts, [j.id for j in judges])
-        answers = sum(1 for j in jobs for it in j.items if not it.held_out) * len(cfg.models)
-        turns = driver.planned_user_turns(cfg, jobs) * len(cfg.models)
-        n_items = sum(len(j.items) for j in jobs)
-        say = output.say
+        sz = size(cfg, out, jobs, [j.id for j in judges])
+        done = sz.done
         say(
-            f"run directory: {out}" + (" (exists: counts below are after resume)" if stored else "")
+            f"run directory: {out}"
+            + (" (exists: counts below are after resume)" if sz.resumed else "")
         )
+        say(f"grid: {grid_line(cfg, jobs, sz.items)}")
         say(
-            f"grid: {len(cfg.models)} model(s) x {len(jobs)} dataset(s) ({n_items} items) "
-            f"x T={cfg.temperatures} x k={cfg.samples} x perturbations={cfg.perturbations} "
-            f"x judges={cfg.judges}",
+            f"model calls: {sz.answers - done.answers} answers + {sz.turns - done.turns} user "
+            f"turns left to generate ({done.answers} answers and {done.turns} user turns stored)"
         )
-        done = stored or Stored()
-        say(
-            f"model calls: {answers - done.answers} answers + {turns - done.turns} user turns "
-            f"left to generate ({done.answers} answers and {done.turns} user turns stored)"
-        )
+        say(f"time: {time_left(cfg, sz.calls_left)}")
         for judge in judges:
-            left = turns - (done.judged or {}).get(judge.id, 0)
+            left = sz.turns - (done.judged or {}).get(judge.id, 0)
             est = judge.estimate(left)
             cost = est.get("cost_usd")
             say(
@@ -98,6 +213,7 @@ def _dry_run_probe(cfg: RunConfig, out: Path, jobs: list[Job]) -> int:
             f"({n_items} items) x perturbations={cfg.perturbations}"
         )
         say(f"contexts to score: {max(0, contexts - stored)} ({stored} stored); no judge calls")
+        say(_scored_tokens(cfg, jobs))
         return 0
     temp = cfg.temperatures[0]
     convs = n_items * samples_at(temp, cfg.samples) * len(cfg.models)
@@ -159,3 +275,22 @@ def _slots(cfg: RunConfig, jobs: list[Job], perts: list[str]) -> set[tuple[objec
         for s in range(samples_at(t, cfg.samples))
         for p in perts
     }
+
+
+def _scored_tokens(cfg: RunConfig, jobs: list[Job]) -> str:
+    """How many tokens the likelihood probe scores (all contexts, stored ones included),
+    estimated from characters: a dry run loads no tokenizer."""
+    from userturn.run.likelihood_plan import CHARS_PER_TOKEN, scored_characters
+
+    conts = chars = 0
+    for job in jobs:
+        for item in job.items:
+            n, c = scored_characters(item, job.items)
+            conts, chars = conts + n, chars + c
+    factor = len(cfg.models) * len(cfg.perturbations)
+    tokens = round(chars * factor / CHARS_PER_TOKEN)
+    return (
+        f"scored: {conts * factor} continuations, about {tokens} tokens "
+        f"({chars * factor} characters at {CHARS_PER_TOKEN:g} per token), each after its "
+        "prompt under the user header, the assistant header and 3 counterfactual answers"
+    )

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
 from userturn.errors import UserError
+from userturn.redact import redact
 
 INTERVAL_ENV = "USERTURN_PROGRESS_SECONDS"
 DEFAULT_INTERVAL = 15.0
@@ -34,6 +35,22 @@ class Progress(Protocol):
     def advance(self, name: str, n: int = 1) -> None: ...
 
 
+STALL_FACTOR = 3.0
+"""A step that takes this many times the average step so far is reported as a stall."""
+STALL_MIN_SECONDS = 10.0
+
+
+def stalled_for(started: float, last: float, done: int, now: float) -> float | None:
+    """Seconds since the last step when that is far longer than steps have taken (a
+    stuck model call), else None: an ETA computed from the earlier pace would promise
+    "eta 1s" for as long as the call hangs."""
+    if done == 0:  # not started yet (a model loading, a stage waiting for the one before)
+        return None
+    quiet = now - last
+    pace = (last - started) / done
+    return quiet if quiet >= max(STALL_MIN_SECONDS, STALL_FACTOR * pace) else None
+
+
 @dataclass
 class Stage:
     name: str
@@ -41,14 +58,19 @@ class Stage:
     started: float
     done: int = 0
     finished: float | None = None
+    last: float | None = None
+    """When the last step finished (None: none has)."""
 
     def line(self, now: float) -> str:
-        """``user turns fake:x 4/6 (67%), 0.8/s, eta 3s``."""
+        """``user turns fake:x 4/6 (67%), 0.8/s, eta 3s``, or ``..., no step for 1m05s``."""
         elapsed = max(now - self.started, 1e-9)
         pct = f" ({self.done / self.total:.0%})" if self.total else ""
         text = f"{self.name} {self.done}/{self.total}{pct}"
         if self.finished is not None:
             return f"{text} done in {duration(self.finished - self.started)}"
+        stall = stalled_for(self.started, self.last or self.started, self.done, now)
+        if stall is not None:
+            return f"{text}, no step for {duration(stall)}"
         rate = self.done / elapsed
         text += f", {rate:.2g}/s" if self.done else ", waiting"
         if self.done and self.total > self.done:
@@ -82,15 +104,19 @@ class LogProgress:
     _thread: threading.Thread | None = None
 
     def stage(self, name: str, total: int) -> None:
+        """A stage with nothing to do (no judge on a likelihood run) is not shown."""
+        if total == 0:
+            return
         with self._lock:
             self.stages[name] = Stage(name, total, self.clock())
-        if total == 0:
-            self._finish(self.stages[name])
 
     def advance(self, name: str, n: int = 1) -> None:
-        st = self.stages[name]
+        st = self.stages.get(name)
+        if st is None:
+            return
         with self._lock:
             st.done += n
+            st.last = self.clock()
         if st.done >= st.total and st.finished is None:
             self._finish(st)
 
@@ -110,7 +136,7 @@ class LogProgress:
         now = self.clock()
         self.started = now if self.started is None else self.started
         with self._lock:
-            self.stream.write(f"progress {duration(now - self.started)}: {text}\n")
+            self.stream.write(f"progress {duration(now - self.started)}: {redact(text)}\n")
             self.stream.flush()
 
     def start(self) -> None:
@@ -129,17 +155,37 @@ class LogProgress:
 
 
 class RichProgress:
-    """One rich bar per stage (answers, user turns, judging) with its ETA."""
+    """One rich bar per stage (answers, user turns, judging) with its ETA; a stage with
+    nothing to do gets no bar."""
 
-    def __init__(self, progress: Any) -> None:
+    def __init__(self, progress: Any, clock: Any = time.monotonic) -> None:
         self.progress = progress
+        self.clock = clock
         self.tasks: dict[str, Any] = {}
 
     def stage(self, name: str, total: int) -> None:
-        self.tasks[name] = self.progress.add_task(name, total=total)
+        if total:
+            now = self.clock()
+            self.tasks[name] = self.progress.add_task(
+                redact(name), total=total, started=now, last=now
+            )
 
     def advance(self, name: str, n: int = 1) -> None:
-        self.progress.advance(self.tasks[name], n)
+        if name in self.tasks:
+            self.progress.update(self.tasks[name], advance=n, last=self.clock())
+
+
+def eta_text(task: Any, now: float) -> str:
+    """A bar's ETA, or how long it has been stuck (see :func:`stalled_for`)."""
+    if task.finished:
+        return "done"
+    fields = task.fields
+    started, last = fields.get("started", now), fields.get("last", now)
+    stall = stalled_for(started, last, int(task.completed), now)
+    if stall is not None:
+        return f"no step for {duration(stall)}"
+    remaining = task.time_remaining
+    return "eta -" if remaining is None else f"eta {duration(remaining)}"
 
 
 def interval_from_env() -> float:
@@ -175,19 +221,25 @@ def _rich(stream: TextIO) -> Iterator[Progress]:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
+        ProgressColumn,
         TextColumn,
         TimeElapsedColumn,
-        TimeRemainingColumn,
     )
     from rich.progress import Progress as Bars
+    from rich.text import Text
+
+    class EtaColumn(ProgressColumn):
+        max_refresh = 0.5
+
+        def render(self, task: Any) -> Text:
+            return Text(eta_text(task, time.monotonic()))
 
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
+        EtaColumn(),
     )
     with Bars(*columns, console=Console(file=stream, highlight=False)) as bars:
         yield RichProgress(bars)

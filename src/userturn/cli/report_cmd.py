@@ -34,7 +34,7 @@ def report(
         max_transcripts=(DEFAULT_MAX_TRANSCRIPTS if max_transcripts is None else max_transcripts),
     )
     console.print(
-        f"judge: {rep.judge}; {len(rep.tables) // 3} tables, "
+        f"judge: {rep.judge_text}; {len(rep.tables) // 3} tables, "
         f"{len(rep.plots) // 2} plots, {rep.transcripts} of {rep.records} "
         "transcripts embedded"
     )

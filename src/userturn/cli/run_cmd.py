@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
+import time
+import typing
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from userturn.analysis.cells import top_labels
-from userturn.analysis.tables import Table, cards_used
-from userturn.cli import options, output, plan
+from userturn.analysis import run_table as results
+from userturn.analysis.tables import Table
+from userturn.cli import options, output, plan, speed
 from userturn.cli.io import Interrupted
 from userturn.cli.progress import progress_for
 from userturn.config import RunConfig, build_config, load_config
 from userturn.errors import UserError
 from userturn.run import driver
 from userturn.run.judge_stage import JudgeTally
-from userturn.run.records import CellSummary
 from userturn.run.rollout import run_rollouts
 
 
@@ -29,113 +31,223 @@ def build_run_config(config: Path | None, flags: dict[str, Any]) -> RunConfig:
     return build_config(overrides)
 
 
+MODEL, SAMPLING, JUDGING, OUTPUT, EXECUTION = (
+    "Model & data",
+    "Sampling",
+    "Judging",
+    "Output",
+    "Execution",
+)
+
+
+def _default(field: str) -> str:
+    """A RunConfig default as a user types it: ``0,1``, ``gsm8k``, ``512``."""
+    value = RunConfig.model_fields[field].get_default(call_default_factory=True)
+    if isinstance(value, list):
+        return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+RENAMES = {"model": "models", "dataset": "datasets", "perturb": "perturbations", "judge": "judges"}
+"""``run``'s options whose flag is singular (each is repeatable) and field plural."""
+PARSERS = {
+    "items": lambda text: options.ids(text, "--items"),
+    "temperatures": lambda text: options.floats(text, "--temperatures"),
+    "chat_template_kwargs": lambda text: options.json_object(text, "--chat-template-kwargs"),
+}
+
+
+def _opt(flag: str, help: str, panel: str, field: str | None = None, shown: str = "") -> Any:
+    """An option whose default lives in RunConfig (so a --config file can set it): the
+    flag's own default is None, and its help names the real one."""
+    said = shown or (_default(field) if field else "")
+    text = help + (f" [default: {said}]" if said else "")
+    return typer.Option(None, flag, help=text, rich_help_panel=panel)
+
+
 def run(
-    model: list[str] = typer.Option(None, "--model", help="Model spec (repeatable)."),
-    dataset: list[str] = typer.Option(None, "--dataset", help="Dataset spec (repeatable)."),
-    limit: int = typer.Option(None, "--limit", help="First N items of each dataset."),
-    sample: int = typer.Option(
-        None, "--sample", help="N items drawn at random (seeded by --seed) from each dataset."
+    model: list[str] = _opt(
+        "--model",
+        "Model spec, quoted (repeatable): a named model, llamacpp:FILE.gguf, "
+        "hf:ID, vllm:ID, openai:ID.",
+        MODEL,
+        "models",
     ),
-    items: str = typer.Option(None, "--items", help="Only these item ids (comma-separated)."),
-    temperatures: str = typer.Option(None, "--temperatures", help="e.g. 0,0.7,1.0"),
-    samples: int = typer.Option(None, "--samples", help="k samples per context at T>0."),
-    perturb: list[str] = typer.Option(None, "--perturb", help="Perturbation (repeatable)."),
-    judge: list[str] = typer.Option(None, "--judge", help="Judge spec (repeatable)."),
-    config: Path = typer.Option(None, "--config", help="YAML experiment or manifest."),
-    seed: int = typer.Option(None, "--seed"),
-    out: Path = typer.Option(None, "--out", help="Run directory (resumes if it exists)."),
-    executor: str = typer.Option(None, "--executor", help="local | ray"),
-    address: str = typer.Option(None, "--address", help="Ray cluster address."),
-    workers: int = typer.Option(None, "--workers", help="Ray workers."),
-    chat_template: str = typer.Option(None, "--chat-template", help="Template file."),
-    bos_token: str = typer.Option(None, "--bos-token"),
-    eos_token: str = typer.Option(None, "--eos-token"),
-    base_url: str = typer.Option(None, "--base-url", help="OpenAI-compatible server."),
-    judge_base_url: str = typer.Option(None, "--judge-base-url"),
-    max_answer_tokens: int = typer.Option(None, "--max-answer-tokens"),
-    max_user_tokens: int = typer.Option(None, "--max-user-tokens"),
-    answer_temperature: float = typer.Option(None, "--answer-temperature"),
-    top_p: float = typer.Option(None, "--top-p"),
-    top_k: int = typer.Option(None, "--top-k"),
-    system_prompt: str = typer.Option(None, "--system-prompt"),
-    chat_template_kwargs: str = typer.Option(None, "--chat-template-kwargs", help="JSON."),
-    history_reasoning: str = typer.Option(
-        None, "--history-reasoning", help="template | strip | keep"
+    dataset: list[str] = _opt(
+        "--dataset",
+        "Dataset spec (repeatable): gsm8k, healthbench, jsonl:FILE, ... (`userturn list`).",
+        MODEL,
+        "datasets",
     ),
-    system_placement: str = typer.Option(
-        None,
+    limit: int = _opt("--limit", "First N items of each dataset.", MODEL, shown="all items"),
+    sample: int = _opt(
+        "--sample",
+        "N items drawn at random (seeded by --seed) from each dataset.",
+        MODEL,
+        shown="off",
+    ),
+    items: str = _opt("--items", "Only these item ids (comma-separated).", MODEL, shown="all"),
+    config: Path = _opt(
+        "--config",
+        "YAML experiment or manifest; flags given here override it.",
+        MODEL,
+        shown="none",
+    ),
+    chat_template: str = _opt(
+        "--chat-template",
+        "Jinja chat template file, instead of the model's own.",
+        MODEL,
+        shown="the model's",
+    ),
+    bos_token: str = _opt(
+        "--bos-token", "BOS token the template renders.", MODEL, shown="the model's"
+    ),
+    eos_token: str = _opt(
+        "--eos-token", "EOS token the template renders.", MODEL, shown="the model's"
+    ),
+    system_prompt: str = _opt(
+        "--system-prompt", "A system message before each conversation.", MODEL, shown="none"
+    ),
+    chat_template_kwargs: str = _opt(
+        "--chat-template-kwargs",
+        "JSON passed to the template, e.g. '{\"enable_thinking\": false}'.",
+        MODEL,
+        shown="{}",
+    ),
+    history_reasoning: str = _opt(
+        "--history-reasoning",
+        "Earlier answers' reasoning in the prompt: template (as the template does), strip or keep.",
+        MODEL,
+        "history_reasoning",
+    ),
+    system_placement: str = _opt(
         "--system-placement",
-        help="template | first-turn: where a system message goes if the template would "
-        "fold it into the next user turn.",
+        "template | first-turn: where a system message goes if the "
+        "template would fold it into the next user turn.",
+        MODEL,
+        "system_placement",
     ),
-    judge_reference: bool = typer.Option(None, "--judge-reference/--no-judge-reference"),
-    skip_bad_rows: bool = typer.Option(None, "--skip-bad-rows/--no-skip-bad-rows"),
+    skip_bad_rows: bool = typer.Option(
+        None,
+        "--skip-bad-rows/--no-skip-bad-rows",
+        help="Skip dataset rows that fail to load instead of stopping. [default: no-skip-bad-rows]",
+        rich_help_panel=MODEL,
+    ),
+    temperatures: str = _opt(
+        "--temperatures",
+        "User-turn temperatures, comma-separated, e.g. 0,0.7,1.0.",
+        SAMPLING,
+        "temperatures",
+    ),
+    samples: int = _opt(
+        "--samples", "k user turns per context at T>0 (T=0 gets one).", SAMPLING, "samples"
+    ),
+    perturb: list[str] = _opt(
+        "--perturb",
+        "Perturb the answer before the user turn (repeatable): none, "
+        "truncate:0.5, inject-error, ... (`userturn list`).",
+        SAMPLING,
+        "perturbations",
+    ),
+    seed: int = _opt("--seed", "Seed of sampling and of --sample.", SAMPLING, "seed"),
+    max_answer_tokens: int = _opt(
+        "--max-answer-tokens",
+        "Token budget of each answer; a cut answer counts as wrong.",
+        SAMPLING,
+        "max_answer_tokens",
+    ),
+    max_user_tokens: int = _opt(
+        "--max-user-tokens", "Token budget of each user turn.", SAMPLING, "max_user_tokens"
+    ),
+    answer_temperature: float = _opt(
+        "--answer-temperature", "Temperature of the answers.", SAMPLING, "answer_temperature"
+    ),
+    top_p: float = _opt("--top-p", "Nucleus sampling of user turns (1: off).", SAMPLING, "top_p"),
+    top_k: int = _opt("--top-k", "Top-k sampling of user turns (0: off).", SAMPLING, "top_k"),
+    probe: str = _opt(
+        "--probe", "generate | likelihood | rollout (or use those commands).", SAMPLING, "probe"
+    ),
+    turns: int = _opt("--turns", "Rollouts: user turns per conversation.", SAMPLING, "turns"),
+    stop_on: str = _opt("--stop-on", "Rollouts: degenerate | never.", SAMPLING, "stop_on"),
+    best_of: int = _opt(
+        "--best-of",
+        "Rollouts: candidates per user turn; the most genuine is kept.",
+        SAMPLING,
+        "best_of",
+    ),
+    select_judge: str = _opt(
+        "--select-judge",
+        "Rollouts: judge that picks best-of turns; another --judge scores them.",
+        JUDGING,
+        shown="the first --judge",
+    ),
+    judge: list[str] = _opt(
+        "--judge",
+        "Judge spec (repeatable): offline, rules, llm:MODEL, openai:MODEL, cascade:MODEL.",
+        JUDGING,
+        "judges",
+    ),
+    judge_base_url: str = _opt(
+        "--judge-base-url",
+        "OpenAI-compatible server of an llm:/openai: judge.",
+        JUDGING,
+        shown="$OPENAI_BASE_URL",
+    ),
+    judge_reference: bool = typer.Option(
+        None,
+        "--judge-reference/--no-judge-reference",
+        help="Also judge the dataset's real next user turns (a human baseline). "
+        "[default: no-judge-reference]",
+        rich_help_panel=JUDGING,
+    ),
+    out: Path = _opt(
+        "--out",
+        "Run directory; an existing one is resumed.",
+        OUTPUT,
+        shown="runs/MODEL-DATASET-HASH",
+    ),
     keep_configs: bool = typer.Option(
         None,
         "--keep-configs/--no-keep-configs",
-        help="Let --out hold results of other settings too, as separate cells.",
-    ),
-    probe: str = typer.Option(
-        None, "--probe", help="generate (default) | likelihood | rollout (see those commands)."
-    ),
-    turns: int = typer.Option(None, "--turns", help="Rollouts: user turns per conversation."),
-    stop_on: str = typer.Option(None, "--stop-on", help="Rollouts: degenerate | never."),
-    best_of: int = typer.Option(
-        None, "--best-of", help="Rollouts: candidates per user turn; the most genuine is kept."
+        help="Let --out hold results of other settings too, as separate cells. "
+        "[default: no-keep-configs]",
+        rich_help_panel=OUTPUT,
     ),
     dry_run: bool = typer.Option(
-        False, "--dry-run", help="Check everything, print the grid, what is left and costs."
+        False,
+        "--dry-run",
+        help="Check files and specs; print the grid, what is left and "
+        "an estimate of time and cost; run nothing.",
+        rich_help_panel=OUTPUT,
     ),
-    fmt: str = typer.Option("table", "--format", help=output.FORMAT_HELP),
+    fmt: str = typer.Option("table", "--format", help=output.FORMAT_HELP, rich_help_panel=OUTPUT),
+    executor: str = _opt("--executor", "local | ray.", EXECUTION, "executor"),
+    address: str = _opt("--address", "Ray cluster address.", EXECUTION, shown="a local one"),
+    workers: int = _opt("--workers", "Ray workers.", EXECUTION, "workers"),
+    base_url: str = _opt(
+        "--base-url",
+        "OpenAI-compatible server of an openai: model.",
+        EXECUTION,
+        shown="$OPENAI_BASE_URL",
+    ),
 ) -> int:
     """Generate answers and user turns, judge them, and print the results table."""
-    flags: dict[str, Any] = {
-        "models": model,
-        "datasets": dataset,
-        "limit": limit,
-        "sample": sample,
-        "items": options.ids(items, "--items") if items is not None else None,
-        "temperatures": (
-            options.floats(temperatures, "--temperatures") if temperatures is not None else None
-        ),
-        "samples": samples,
-        "perturbations": perturb,
-        "judges": judge,
-        "seed": seed,
-        "executor": executor,
-        "address": address,
-        "workers": workers,
-        "chat_template": chat_template,
-        "bos_token": bos_token,
-        "eos_token": eos_token,
-        "base_url": base_url,
-        "judge_base_url": judge_base_url,
-        "max_answer_tokens": max_answer_tokens,
-        "max_user_tokens": max_user_tokens,
-        "answer_temperature": answer_temperature,
-        "top_p": top_p,
-        "top_k": top_k,
-        "system_prompt": system_prompt,
-        "history_reasoning": history_reasoning,
-        "system_placement": system_placement,
-        "chat_template_kwargs": (
-            options.json_object(chat_template_kwargs, "--chat-template-kwargs")
-            if chat_template_kwargs is not None
-            else None
-        ),
-        "judge_reference": judge_reference,
-        "skip_bad_rows": skip_bad_rows,
-        "keep_configs": keep_configs,
-        "probe": probe,
-        "turns": turns,
-        "stop_on": stop_on,
-        "best_of": best_of,
-    }
+    flags = options.by_name(  # the options by name: each is a RunConfig field
+        locals(),
+        RunConfig.model_fields,
+        renames=RENAMES,
+        parsers=PARSERS,
+        cli_only=("config", "out", "dry_run", "fmt"),
+    )
     form = output.check_format(fmt)
     cfg = build_run_config(config, flags)
     plan.check(cfg)
     if dry_run:
         return plan.dry_run(cfg, out)
+    plan.announce(cfg, out)
+    started = time.monotonic()
     try:
         with progress_for() as bars:
             if cfg.probe == "rollout":
@@ -145,118 +257,25 @@ def run(
                 result = driver.run(cfg, out, bars)
     except driver.RunInterrupted as exc:
         raise Interrupted(str(exc)) from None
+    _record_speed(cfg, result.stats, time.monotonic() - started)
     print_results(result, form)
     return judge_failures(result.judging, result.out)
-
-
-def _ci(cell: CellSummary) -> str:
-    return _pct_ci(cell.rate, cell.ci_low, cell.ci_high)
-
-
-def results_table(cells: list[CellSummary]) -> Table:
-    """The results table: one row per cell; perturbation and judge columns only when
-    the run has more than one of them (likelihood and rollout cells have their own)."""
-    if cells and all(c.probe == "likelihood" for c in cells):
-        return likelihood_table(cells)
-    cells = [c for c in cells if c.probe != "likelihood"]
-    if any(c.probe == "rollout" for c in cells):
-        return rollout_table(cells)
-    show_pert = any(c.perturbation != "none" for c in cells)
-    show_judge = len({c.judge for c in cells}) > 1
-    show_fixed = bool(cards_used(cells))
-    cols = (
-        ["model", "dataset", "T"]
-        + (["perturbation"] if show_pert else [])
-        + (["judge"] if show_judge else [])
-        + ["n", "accuracy", "genuine rate [95% CI]"]
-        + (["corrected [95% CI]"] if show_fixed else [])
-        + ["unparseable", "top failure labels"]
-    )
-    rows = []
-    for c in cells:
-        acc = "-" if c.accuracy is None else f"{c.accuracy:.1%} ({c.n_answers})"
-        temp = "-" if c.temperature is None else f"{c.temperature:g}"
-        row = [c.model, c.dataset, temp]
-        row += [c.perturbation] if show_pert else []
-        row += [str(c.judge)] if show_judge else []
-        row += [str(c.n), acc, _ci(c)]
-        row += [_corrected(c)] if show_fixed else []
-        row += [str(c.failed)]
-        row += [top_labels(c.labels, exclude=("plausible_followup",))]
-        rows.append(row)
-    title = "genuine follow-up rate (user turns judged genuine)"
-    return Table("results", title, cols, rows, rows)
-
-
-def _corrected(c: CellSummary) -> str:
-    """The judge-corrected rate, or "undefined" (the reason is in summary.json)."""
-    if c.rate_corrected is None:
-        return "undefined" if c.judge_card else "-"
-    return _pct_ci(c.rate_corrected, c.ci_corrected_low, c.ci_corrected_high)
-
-
-def corrected_note(cells: list[CellSummary]) -> str | None:
-    """What the corrected column is, naming the cards it used; None when no cell has one."""
-    cards = cards_used(cells)
-    if not cards:
-        return None
-    return (
-        "corrected: the genuine rate with the judge's measured error rates removed"
-        f" (Rogan-Gladen with judge card {', '.join(cards)}; CI over items and the card's"
-        " reference turns); `userturn judge card --judge JUDGE` prints the card"
-    )
-
-
-def likelihood_table(cells: list[CellSummary]) -> Table:
-    cols = ["model", "dataset", "perturbation", "contexts", "real turn preferred", "margin"]
-    rows = [
-        [c.model, c.dataset, c.perturbation, str(c.n), _preferred(c), _margin(c)] for c in cells
-    ]
-    title = "likelihood probe: real next turn preferred over every degenerate candidate " + (
-        "[95% CI]; margin in nats/token [95% CI]"
-    )
-    return Table("results", title, cols, rows, rows)
-
-
-def rollout_table(cells: list[CellSummary]) -> Table:
-    cols = ["model", "dataset", "T", "turn", "n", "genuine [95% CI]", "survival [95% CI]"]
-    rows = [
-        [c.model, c.dataset, f"{c.temperature:g}", str(c.turn), str(c.n), _ci(c), _survival(c)]
-        for c in cells
-        if c.probe == "rollout"
-    ]
-    return Table("results", "rollouts: genuine rate and survival per turn", cols, rows, rows)
-
-
-def _pct_ci(x: float | None, lo: float | None, hi: float | None) -> str:
-    if x is None or lo is None or hi is None:
-        return "-"
-    return f"{x:.1%} [{lo:.1%}, {hi:.1%}]"
-
-
-def _preferred(c: CellSummary) -> str:
-    return _pct_ci(c.preference_accuracy, c.preference_ci_low, c.preference_ci_high)
-
-
-def _survival(c: CellSummary) -> str:
-    return _pct_ci(c.survival, c.survival_ci_low, c.survival_ci_high)
-
-
-def _margin(c: CellSummary) -> str:
-    if c.margin is None or c.margin_ci_low is None or c.margin_ci_high is None:
-        return "-"
-    return f"{c.margin:+.2f} [{c.margin_ci_low:+.2f}, {c.margin_ci_high:+.2f}]"
 
 
 def print_results(result: driver.RunResult, fmt: output.Format = "table") -> None:
     if fmt == "json":
         print(json.dumps({"cells": [c.to_json() for c in result.cells]}, indent=2))
     else:
-        key = ("model", "dataset", "T", "perturbation", "judge")
-        output.emit(results_table(result.cells), fmt, detail=("top failure labels",), key=key)
-        note = corrected_note([c for c in result.cells if c.probe == "generate"])
+        key = ("model", "dataset", "T", "perturbation", "judge", "turn")
+        detail = ("top failure labels", "unparseable", "accuracy", "corrected [95% CI]", "n")
+        table = results.results_table(result.cells)
+        output.emit(table, fmt, detail=detail, key=key, keep=results.HEADLINE)
+        note = results.corrected_note([c for c in result.cells if c.probe == "generate"])
         if note:
             output.note(note, fmt)
+    warning = results.truncation_warning(result.cells)
+    if warning:
+        output.note(warning, fmt)
     for job in result.jobs:
         desc = job.dataset.describe()
         avail = desc.get("available")
@@ -279,6 +298,15 @@ def print_results(result: driver.RunResult, fmt: output.Format = "table") -> Non
         f"run directory {result.out}",
         fmt,
     )
+
+
+def _record_speed(cfg: RunConfig, stats: driver.RunStats, seconds: float) -> None:
+    """A one-model generate run stores its end-to-end speed for the next estimate."""
+    if cfg.probe != "generate" or len(cfg.models) != 1:
+        return
+    tokens = stats.extra.get("answer_completion_tokens", 0)
+    tokens += stats.extra.get("user_completion_tokens", 0)
+    speed.record(cfg.models[0], tokens, stats.answers_generated + stats.generated, seconds)
 
 
 def judge_failures(tally: JudgeTally, out: Path) -> int:
@@ -307,65 +335,106 @@ def list_cmd(
     for kind, plugins in registry.REGISTRY.items():
         if kind == "model":
             for name, spec in registry.named_models().items():
-                rows.append([kind, name, f"named model ({spec})", ""])
+                rows.append([kind, name, f"named model ({spec})", "those of llamacpp"])
         for name, plugin in plugins.items():
+            if kind == "judge" and name in ("llm", "cascade"):
+                rows.append([kind, name, plugin.help, _llm_judge_options()])
+                if name == "llm":
+                    rows.append([kind, "openai", OPENAI_JUDGE, _llm_judge_options()])
+                continue
             rows.append([kind, name, plugin.help, ", ".join(sorted(plugin.options))])
     cols = ["kind", "name", "what", "options (?key=value)"]
-    output.emit(Table("list", "", cols, rows, rows), form, detail=(cols[-1],))
+    output.emit(
+        Table("list", "", cols, rows, rows), form, detail=(cols[-1],), key=cols[:2], wrap=(cols[2],)
+    )
     return 0
 
 
-FORWARD = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
+OPENAI_JUDGE = "an OpenAI-compatible model as the judge: openai:MODEL (= llm:openai:MODEL)"
 
 
-def likelihood(ctx: typer.Context) -> int:
-    """The judge-free likelihood probe: `run --probe likelihood` with every `run` option.
+def _llm_judge_options() -> str:
+    """An LLM judge takes its own options and those of its model's backend."""
+    from userturn import registry
+
+    return ", ".join(sorted(registry.JUDGE_LLM)) + "; and the model's (e.g. openai's)"
+
+
+def _probe_command(probe: str, doc: str, extra: list[inspect.Parameter]) -> Any:
+    """A command that is ``run --probe PROBE``, with every option of ``run`` (but
+    --probe) in its own help, under its own usage line."""
+    params = [p for name, p in inspect.signature(run).parameters.items() if name != "probe"]
+    params[-1:-1] = extra
+
+    def command(**kwargs: Any) -> int:
+        if probe == "rollout":
+            kwargs["temperatures"] = _user_temperature(
+                kwargs.pop("user_temperature"), kwargs["temperatures"], kwargs["config"]
+            )
+        return run(probe=probe, **kwargs)
+
+    command.__doc__ = doc
+    command.__name__ = probe
+    command.__signature__ = inspect.Signature(params, return_annotation=int)  # type: ignore[attr-defined]
+    hints = typing.get_type_hints(run)
+    command.__annotations__ = {p.name: hints[p.name] for p in params if p.name in hints}
+    command.__annotations__.update({p.name: p.annotation for p in extra})
+    command.__annotations__["return"] = int
+    return command
+
+
+def _user_temperature(
+    user: float | None, temperatures: str | None, config: Path | None
+) -> str | None:
+    """``--user-temperature T`` is ``--temperatures T``; without either (and no
+    --config), user turns are sampled at T=1.0: a rollout at T=0 repeats one path."""
+    if user is not None and temperatures is not None:
+        raise UserError(
+            "give --user-temperature or --temperatures, not both", field="--user-temperature"
+        )
+    if user is not None:
+        return f"{user:g}"
+    if temperatures is None and config is None:
+        return "1.0"
+    return temperatures
+
+
+USER_TEMPERATURE = inspect.Parameter(
+    "user_temperature",
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    default=typer.Option(
+        None,
+        "--user-temperature",
+        help="Temperature of the user turns (answers use "
+        "--answer-temperature); same as --temperatures T. [default: 1]",
+        rich_help_panel=SAMPLING,
+    ),
+    annotation=float,
+)
+likelihood = _probe_command(
+    "likelihood",
+    """The judge-free likelihood probe: the real next user turn vs degenerate ones.
 
     Scores the real next user turn of each context against degenerate candidates under
-    the model's own user header (held-out sets, MT-Bench, jsonl rows with reference_turn).
-    """
-    from userturn.cli import main
+    the model's own user header (held-out sets, MT-Bench, jsonl rows with reference_turn);
+    the same as `run --probe likelihood`.
+    """,
+    [],
+)
+rollout = _probe_command(
+    "rollout",
+    """Multi-turn self-play: the model plays both sides for --turns user turns.
 
-    _forwarded_help("likelihood", likelihood.__doc__, ctx.args)
-    return main(["run", "--probe", "likelihood", *ctx.args])
-
-
-def rollout(ctx: typer.Context) -> int:
-    """Multi-turn self-play: `run --probe rollout` with every `run` option, plus
-    --turns N, --stop-on degenerate|never, --best-of N and --user-temperature T (the
-    temperature of the user turns; answers use --answer-temperature)."""
-    from userturn.cli import main
-
-    _forwarded_help("rollout", rollout.__doc__, ctx.args)
-    args = _user_temperature(list(ctx.args))
-    return main(["run", "--probe", "rollout", *args])
-
-
-def _user_temperature(args: list[str]) -> list[str]:
-    """``--user-temperature T`` (or ``=T``) is ``--temperatures T``; without either, the
-    user turns are sampled at T=1.0 (a rollout at T=0 repeats its single greedy path)."""
-    for i, arg in enumerate(args):
-        if arg.startswith("--user-temperature="):
-            args[i : i + 1] = ["--temperatures", arg.partition("=")[2]]
-        elif arg == "--user-temperature":
-            if i + 1 >= len(args):
-                raise UserError("expects a number", field="--user-temperature")
-            args[i : i + 2] = ["--temperatures", args[i + 1]]
-    given = any(a == "--temperatures" or a.startswith("--temperatures=") for a in args)
-    if not given and "--config" not in args and not any(a.startswith("--config=") for a in args):
-        args += ["--temperatures", "1.0"]
-    return args
-
-
-def _forwarded_help(name: str, doc: str | None, args: list[str]) -> None:
-    """``userturn NAME --help`` says what NAME is before ``run``'s options, which it takes."""
-    if "--help" in args or "-h" in args:
-        text = " ".join((doc or "").split())
-        output.say(f"userturn {name}: {text}\nIt takes every option of `userturn run`:\n")
+    The same as `run --probe rollout`, plus --user-temperature; --stop-on degenerate ends a
+    conversation at its first degenerate user turn, --best-of N keeps the most genuine of
+    N candidates.
+    """,
+    [USER_TEMPERATURE],
+)
 
 
 def register(app: typer.Typer) -> None:
     app.command("run")(run)
     app.command("list")(list_cmd)
-    app.command("likelihood", context_settings=FORWARD)(likelihood)
-    app.command("rollout", context_settings=FORWARD)(rollout)
+    app.command("likelihood")(likelihood)
+    app.command("rollout")(rollout)

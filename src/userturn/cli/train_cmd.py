@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 from pathlib import Path
 from typing import Annotated, Any
@@ -9,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from userturn.cli import options
 from userturn.errors import UserError
 
 train_app = typer.Typer(
@@ -114,6 +116,13 @@ EvalOptionsOpt = Annotated[
 ]
 
 
+def _settings(params: dict[str, Any], cls: Any, renames: dict[str, str] | None = None) -> Any:
+    """A command's arguments as ``cls``'s fields (the ``--eval*`` ones are not)."""
+    evals = [p for p in params if p == "run_eval" or p.startswith("eval_")]
+    names = {f.name for f in dataclasses.fields(cls)}
+    return options.by_name(params, names, renames=renames or {}, cli_only=evals)
+
+
 @train_app.command("sft")
 def sft(
     model: str = typer.Option(..., "--model", help="hf:ID_OR_PATH, or smollm2-135m."),
@@ -140,22 +149,10 @@ def sft(
     eval_opts: EvalOptionsOpt = None,
 ) -> int:
     """SFT on multi-turn conversations with the loss on user, assistant or both turns."""
+    params = dict(locals())  # the options, by name, before anything else is bound
     from userturn.train.sft import SFTSettings, train_sft
 
-    settings = SFTSettings(
-        model=model,
-        data=data,
-        loss_on=loss_on,  # type: ignore[arg-type]
-        out=out,
-        lora=lora,
-        max_steps=max_steps,
-        max_examples=max_examples,
-        max_length=max_length,
-        batch_size=batch_size,
-        grad_accum=grad_accum,
-        learning_rate=learning_rate,
-        seed=seed,
-    )
+    settings = SFTSettings(**_settings(params, SFTSettings))
     settings.check()
     _check_backend(model, eval_backend, eval_opts)
     cfg = (
@@ -200,24 +197,10 @@ def dpo(
     eval_opts: EvalOptionsOpt = None,
 ) -> int:
     """DPO on self-play pairs: genuine vs degenerate user turns of the same context."""
+    params = dict(locals())  # the options, by name, before anything else is bound
     from userturn.train.dpo import DPOSettings, train_dpo
 
-    settings = DPOSettings(
-        model=model,
-        out=out,
-        from_run=from_run,
-        pairs_file=pairs,
-        judge=judge,
-        lora=lora,
-        max_steps=max_steps,
-        max_pairs_per_context=max_pairs_per_context,
-        max_length=max_length,
-        batch_size=batch_size,
-        grad_accum=grad_accum,
-        learning_rate=learning_rate,
-        beta=beta,
-        seed=seed,
-    )
+    settings = DPOSettings(**_settings(params, DPOSettings, {"pairs": "pairs_file"}))
     settings.check()
     _check_backend(model, eval_backend, eval_opts)
     cfg = (
@@ -286,6 +269,7 @@ def export_pairs(
 
     if max_per_context < 1:
         raise UserError("must be >= 1", field="--max-per-context")
+    _check_generated(run_dir)
     pairs, stats, used = pairs_from_run(run_dir, judge, max_per_context=max_per_context)
     write_pairs(pairs, out)
     console.print(
@@ -294,6 +278,21 @@ def export_pairs(
         f"{stats.rejected} not, {stats.not_ok} not ok)"
     )
     return 0
+
+
+def _check_generated(run_dir: Path) -> None:
+    """A likelihood run scores given turns and generates none: there is nothing to pair,
+    and "pick one with --judge" would send its user looking for a judge that never ran."""
+    from userturn.run.store import open_run
+
+    with open_run(run_dir) as store:
+        if store.count_user_turns() == 0 and store.likelihood_keys():
+            raise UserError(
+                "a likelihood-probe run: it scores the real next turns and generates no "
+                "user turns, so it has no genuine vs not-genuine pairs; export pairs from a "
+                "`userturn run` (T>0, --samples > 1) instead",
+                file=str(run_dir),
+            )
 
 
 def _export_app() -> typer.Typer:

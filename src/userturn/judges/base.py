@@ -8,6 +8,7 @@ part of the cache key: changing a rubric re-judges instead of mixing verdicts.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 
 from userturn.spec import Spec
 from userturn.types import JudgeInput, Judgment
@@ -28,6 +29,12 @@ class Judge(ABC):
     def judge(self, inputs: list[JudgeInput]) -> list[Judgment]:
         """One Judgment per input, in input order. Never raises for one bad output:
         that output becomes ``status="unparseable"`` or ``"error"``."""
+
+    def judge_each(self, inputs: list[JudgeInput]) -> Iterator[tuple[int, Judgment]]:
+        """(input index, Judgment) for every input, each as soon as it is known, in any
+        order: a caller that stores each one before asking for the next loses no paid
+        call to a kill. Offline judges answer a batch at once, so this default is theirs."""
+        yield from enumerate(self.judge(inputs))
 
     def estimate(self, n_turns: int) -> dict[str, float | int | None]:
         """Calls and cost to judge ``n_turns`` (for ``--dry-run``); free for offline judges."""

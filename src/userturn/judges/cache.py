@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from userturn import assets
-
-OFF = frozenset({"off", "0", "false", "no"})
+from userturn.registry import FALSE
 
 
 class JudgeCache(Protocol):
@@ -64,10 +63,10 @@ class DiskCache:
             self._conn.close()
 
 
-def open_cache(option: str | None, given: JudgeCache | None = None) -> JudgeCache | None:
+def open_cache(on: bool, given: JudgeCache | None = None) -> JudgeCache | None:
     """The cache a judge uses: none if switched off, ``given`` if passed, else the file."""
     env = os.environ.get("USERTURN_JUDGE_CACHE", "")
-    if (option or "").lower() in OFF or env.lower() in OFF:
+    if not on or env.lower() in FALSE:
         return None
     if given is not None:
         return given

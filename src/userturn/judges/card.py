@@ -14,8 +14,10 @@ Schema (others read it; keep the keys): ``card_id`` (``judge@version``), ``judge
 ``ci_high``), ``labels`` (the 8, in order), ``label_confusion`` (rows reference, columns
 judge), ``control_set`` (``n``, ``sigma_accuracy``, ``label_accuracy``) or null,
 ``created`` (YYYY-MM-DD); plus ``excluded`` (verdicts not ok, left out of every count),
-``ci_method`` and ``strata`` (per ``model`` and per ``dataset`` of the reference rows:
-``sigma``, ``sensitivity``, ``specificity``, ``reference_rate``, ``judged_rate``).
+``ci_method`` and ``strata`` (per ``model``, ``dataset``, ``style`` and reference ``file``
+of the rows: ``sigma``, ``sensitivity``, ``specificity``, ``reference_rate``,
+``judged_rate``). ``style`` is ``protocol.style``: model output, a real person's turn, or
+a turn written in a model's or a person's manner.
 Corrected rates use the pooled counts; the strata show where they fit less well.
 """
 
@@ -32,16 +34,18 @@ from pathlib import Path
 from typing import Any
 
 from userturn.errors import UserError, read_text
+from userturn.judges import protocol
 from userturn.judges.base import Judge
+from userturn.stats import wilson
 from userturn.types import LABELS, JudgeInput, Judgment
 
-STRATA = ("model", "dataset")
+STRATA = ("model", "dataset", "style", "file")
 """Reference-row fields a card breaks σ down by: a judge's error rates differ between
-the models that wrote the turns and the datasets they answered, and a pooled card hides
-that from the one user it matters to."""
+the models that wrote the turns, the datasets they answered and the manner of the turn
+(a fluent model's, a person's), and a pooled card hides that from the one user it
+matters to. ``style`` and ``file`` are derived (``protocol.style``, the file's name)."""
 REFERENCE_KEYS = ("id", "messages", "user_turn", "genuine_followup", "label")
 CI_METHOD = "wilson"
-CI_ALPHA = 0.05
 IN_SAMPLE = "the judge as given, on the reference files"
 
 
@@ -53,7 +57,8 @@ class RefRow:
     genuine: bool
     label: str
     groups: tuple[tuple[str, str], ...] = ()
-    """The row's ``model`` and ``dataset``, where the file gives them (for ``strata``)."""
+    """The row's ``model``, ``dataset`` (where the file gives them), ``style`` and
+    ``file`` (for ``strata``)."""
 
 
 def reference_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
@@ -90,7 +95,7 @@ def read_reference(path: Path) -> list[RefRow]:
                     JudgeInput(str(r["id"]), tuple(r["messages"]), str(r["user_turn"])),
                     bool(r["genuine_followup"]),
                     str(r["label"]),
-                    tuple((k, str(r[k])) for k in STRATA if r.get(k) is not None),
+                    _groups(r, path),
                 )
             )
         except (TypeError, ValueError) as exc:
@@ -98,15 +103,18 @@ def read_reference(path: Path) -> list[RefRow]:
     return rows
 
 
+def _groups(row: dict[str, Any], path: Path) -> tuple[tuple[str, str], ...]:
+    given = {k: str(row[k]) for k in ("model", "dataset") if row.get(k) is not None}
+    derived = {"style": protocol.style(row), "file": path.name}
+    return tuple((k, v) for k, v in (given | derived).items())
+
+
 def interval(count: int, n: int) -> dict[str, float | None]:
     """A proportion with its Wilson CI (None where there is nothing to estimate)."""
-    if n == 0:
+    low, high = wilson(count, n)
+    if low is None or high is None:
         return {"value": None, "ci_low": None, "ci_high": None}
-    from statsmodels.stats.proportion import proportion_confint  # 2 s to import: on use
-
-    low, high = proportion_confint(count, n, alpha=CI_ALPHA, method=CI_METHOD)
-    return {"value": round(count / n, 4), "ci_low": round(float(low), 4),
-            "ci_high": round(float(high), 4)}  # fmt: skip
+    return {"value": round(count / n, 4), "ci_low": round(low, 4), "ci_high": round(high, 4)}
 
 
 def confusion(rows: Sequence[RefRow], verdicts: Sequence[Judgment]) -> dict[str, Any]:
@@ -172,11 +180,13 @@ def build_card(
     ref_paths: Sequence[Path],
     control_path: Path | None = None,
     method: str = IN_SAMPLE,
+    limit: int | None = None,
 ) -> dict[str, Any]:
-    """The card of ``judge`` on the reference files (and the control set, if given)."""
+    """The card of ``judge`` on the reference files (and the control set, if given);
+    ``limit``: only the first N rows of each file (a quick, rough card)."""
     refs, rows = [], []
     for path in ref_paths:
-        part = read_reference(Path(path))
+        part = read_reference(Path(path))[:limit]
         refs.append(file_entry(Path(path), len(part)))
         rows += part
     verdicts = judge.judge([r.input for r in rows])

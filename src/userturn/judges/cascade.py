@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterator
 from dataclasses import replace
 
 from userturn.judges import load_judge
@@ -108,17 +109,27 @@ class CascadeJudge(Judge):
         return self._id
 
     def judge(self, inputs: list[JudgeInput]) -> list[Judgment]:
-        out: list[Judgment | None] = []
-        for inp, verdict in zip(inputs, self.offline.judge(inputs), strict=True):
+        out: list[Judgment | None] = [None] * len(inputs)
+        for i, verdict in self.judge_each(inputs):
+            out[i] = verdict
+        return [j for j in out if j is not None]
+
+    def judge_each(self, inputs: list[JudgeInput]) -> Iterator[tuple[int, Judgment]]:
+        """The offline-settled turns at once, then the LLM's verdicts as they return."""
+        todo = []
+        for i, (inp, verdict) in enumerate(zip(inputs, self.offline.judge(inputs), strict=True)):
             why = (
                 evidence(inp, verdict.label)
                 if verdict.status == "ok" and verdict.genuine is False
                 else None
             )
-            out.append(
-                None
-                if why is None
-                else Judgment(
+            if why is None:
+                todo.append(i)
+                continue
+            self._saved += 1
+            yield (
+                i,
+                Judgment(
                     self.id,
                     False,
                     verdict.label,
@@ -126,13 +137,10 @@ class CascadeJudge(Judge):
                     usage={"calls": 0, "settled_by": "offline"},
                     probability=verdict.probability,
                     challenges_answer=verdict.challenges_answer,
-                )
+                ),
             )
-        todo = [i for i, j in enumerate(out) if j is None]
-        self._saved += len(inputs) - len(todo)
-        for i, j in zip(todo, self.llm.judge([inputs[i] for i in todo]), strict=True):
-            out[i] = replace(j, judge=self.id, usage={**j.usage, "settled_by": "llm"})
-        return [j for j in out if j is not None]
+        for j, v in self.llm.judge_each([inputs[i] for i in todo]):
+            yield todo[j], replace(v, judge=self.id, usage={**v.usage, "settled_by": "llm"})
 
     def calls_saved(self) -> int:
         return self._saved

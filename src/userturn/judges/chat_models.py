@@ -31,7 +31,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, TypeVar
 from urllib.parse import urlparse
@@ -68,6 +69,10 @@ class ChatModel(Protocol):
     def complete(self, messages: list[Message], max_tokens: int) -> Reply: ...
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]: ...
+
+    def each(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[tuple[int, R]]:
+        """(index, ``fn(item)``) for every item, each as soon as it is done."""
+        ...
 
     def close(self) -> None: ...
 
@@ -144,6 +149,7 @@ class HTTPChatModel:
     def __init__(self, client: OpenAIClient, thinking: bool = False) -> None:
         self.client = client
         self.thinking = thinking
+        self._pool: ThreadPoolExecutor | None = None
         hosted = (urlparse(client.server).hostname or "").endswith("openai.com")
         self.shapes = ShapeDetector(
             ("chat", client.server, client.model),
@@ -186,7 +192,29 @@ class HTTPChatModel:
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         return self.client.map(fn, items)
 
+    def each(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[tuple[int, R]]:
+        """Up to ``concurrency`` calls in flight (the client's limiter still decides how
+        many reach the server), yielded in the order they finish; the calls not started
+        when the caller stops (a Ctrl-C) are cancelled."""
+        if len(items) <= 1:
+            yield from ((i, fn(x)) for i, x in enumerate(items))
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(
+                self.client.concurrency, thread_name_prefix="userturn-judge"
+            )
+        futures = {self._pool.submit(fn, x): i for i, x in enumerate(items)}
+        try:
+            for fut in as_completed(futures):
+                yield futures[fut], fut.result()
+        finally:
+            for fut in futures:
+                fut.cancel()
+
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
         self.client.close()
 
 
@@ -228,6 +256,11 @@ class LocalChatModel:
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         return [fn(x) for x in items]
+
+    def each(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[tuple[int, R]]:
+        """One call at a time (one model in this process), each yielded when done."""
+        for i, x in enumerate(items):
+            yield i, fn(x)
 
     def close(self) -> None:
         self.backend.close()

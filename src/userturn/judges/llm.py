@@ -23,26 +23,28 @@ a new judge column; the cache key does include the server and its model fingerpr
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
+from userturn import registry
 from userturn.backends import load_backend, parse_model_spec
 from userturn.errors import UserError
-from userturn.http import TRANSPORT_OPTIONS, OpenAIClient, price_for
+from userturn.http import TRANSPORT_OPTIONS, OpenAIClient, http_options, price_for
 from userturn.judges.base import Judge
 from userturn.judges.cache import JudgeCache, open_cache
 from userturn.judges.chat_models import ChatModel, HTTPChatModel, LocalChatModel
 from userturn.judges.parse import Verdict, parse_verdict
 from userturn.judges.rubric import RUBRIC_VERSION, judge_messages, rubric_fingerprint
+from userturn.redact import redact
 from userturn.run.records import content_key
 from userturn.spec import Spec
 from userturn.types import JudgeInput, Judgment
 
 log = logging.getLogger(__name__)
 
-JUDGE_OPTIONS = frozenset({"cache", "parse_retries", "max_tokens", "max_chars", "thinking"})
-ON = frozenset({"on", "true", "1", "yes"})
-OFF = frozenset({"off", "false", "0", "no"})
+JUDGE_OPTIONS = frozenset(registry.JUDGE_LLM)
 ASSUMED_PROMPT_TOKENS = 1200
 """For ``--dry-run`` cost estimates only: rubric (~550 tokens) plus a typical context."""
 ASSUMED_COMPLETION_TOKENS = 60
@@ -77,20 +79,15 @@ def canonical_id(prefix: str, target: str) -> str:
     return f"{prefix}:{body}" + (f"?{urlencode(kept)}" if kept else "")
 
 
-def _switch(options: dict[str, str], name: str, default: bool) -> bool:
-    raw = options.get(name)
-    if raw is None:
-        return default
-    if raw.lower() not in ON | OFF:
-        raise UserError(f"judge option {name} must be on or off, not {raw!r}", field="judge")
-    return raw.lower() in ON
+@dataclass(frozen=True)
+class JudgeOptions:
+    """The judge's own options (``registry.JUDGE_LLM``), typed."""
 
-
-def _int(options: dict[str, str], name: str, default: int) -> int:
-    try:
-        return int(options.get(name, default))
-    except ValueError as exc:
-        raise UserError(f"judge option {name} must be an integer", field="judge") from exc
+    cache: bool = True
+    parse_retries: int = 1
+    max_tokens: int = 256
+    max_chars: int = 6000
+    thinking: bool = False
 
 
 class LLMJudge(Judge):
@@ -109,19 +106,20 @@ class LLMJudge(Judge):
             raise UserError("llm judge needs a model: llm:<model spec>", field="judge")
         body, model_opts, opts = split_options(spec.target)
         self._id = canonical_id("llm", spec.target)
-        self.parse_retries = _int(opts, "parse_retries", 1)
-        self.max_tokens = _int(opts, "max_tokens", 256)
-        self.max_chars = _int(opts, "max_chars", 6000)
-        self.thinking = _switch(opts, "thinking", False)
+        self.options = registry.typed(JudgeOptions, registry.JUDGE_LLM, opts, "judge")
+        self.parse_retries = self.options.parse_retries
+        self.max_tokens = self.options.max_tokens
+        self.max_chars = self.options.max_chars
+        self.thinking = self.options.thinking
         self.model_spec = judge_model_spec(spec.target)
         self.model = self._open_model(body, model_opts, base_url)
-        self.cache = open_cache(opts.get("cache"), cache)
+        self.cache = open_cache(self.options.cache, cache)
         self._own_cache = cache is None
         self._warn_if_self_judging(models or [])
 
     def _open_model(self, body: str, options: dict[str, str], base_url: str | None) -> ChatModel:
         if self.model_spec.kind == "openai":
-            client = OpenAIClient(self.model_spec.target, options, base_url)
+            client = OpenAIClient(self.model_spec.target, http_options(options), base_url)
             return HTTPChatModel(client, thinking=self.thinking)
         query = f"?{urlencode(options)}" if options else ""
         return LocalChatModel(load_backend(body + query), thinking=self.thinking)
@@ -135,7 +133,7 @@ class LLMJudge(Judge):
                     "judge %s is the model under test (%s): its verdicts on its own "
                     "turns may be biased",
                     self.id,
-                    raw,
+                    redact(raw),
                 )
 
     @property
@@ -143,16 +141,29 @@ class LLMJudge(Judge):
         return self._id
 
     def judge(self, inputs: list[JudgeInput]) -> list[Judgment]:
-        keys = [self._key(inp) if self.cache is not None else "" for inp in inputs]
-        out: list[Judgment | None] = [self._cached(k) for k in keys]
-        todo = [i for i, j in enumerate(out) if j is None]
-        fresh = self.model.map(self._judge_one, [inputs[i] for i in todo])
-        for i, verdict in zip(todo, fresh, strict=True):
+        out: list[Judgment | None] = [None] * len(inputs)
+        for i, verdict in self.judge_each(inputs):
             out[i] = verdict
-            if self.cache is not None and verdict.status == "ok":
-                self.cache.cache_put(keys[i], {**verdict.to_json(), "usage": verdict.usage})
         assert all(j is not None for j in out)
         return [j for j in out if j is not None]
+
+    def judge_each(self, inputs: list[JudgeInput]) -> Iterator[tuple[int, Judgment]]:
+        """Cached verdicts first, then each call's as it returns, its cache row written
+        before it is yielded (here, in the caller's thread: the run's store is a cache
+        too, and its SQLite connection belongs to that thread)."""
+        keys = [self._key(inp) if self.cache is not None else "" for inp in inputs]
+        todo = []
+        for i, key in enumerate(keys):
+            hit = self._cached(key)
+            if hit is None:
+                todo.append(i)
+            else:
+                yield i, hit
+        for j, verdict in self.model.each(self._judge_one, [inputs[i] for i in todo]):
+            i = todo[j]
+            if self.cache is not None and verdict.status == "ok":
+                self.cache.cache_put(keys[i], {**verdict.to_json(), "usage": verdict.usage})
+            yield i, verdict
 
     def _key(self, inp: JudgeInput) -> str:
         messages = judge_messages(inp, self.max_chars)
@@ -232,7 +243,7 @@ class LLMJudge(Judge):
         assumptions, stated in the result, since contexts aren't known yet."""
         cost: float | None = 0.0
         if self.model_spec.kind == "openai":
-            price = price_for(self.model_spec.target, self.model_spec.options)
+            price = price_for(self.model_spec.target, http_options(self.model_spec.options))
             cost = (
                 price.cost(ASSUMED_PROMPT_TOKENS, ASSUMED_COMPLETION_TOKENS) * n_turns
                 if price

@@ -1,10 +1,11 @@
-"""Offline judge (spec ``offline``): a learned classifier over hand-made features.
+"""Offline judge (spec ``offline``): a learned classifier over features that read meaning.
 
-It replaces the rules judge as the offline default. The rules judge's thresholds decide
-"genuine" from word overlap alone, which lets paraphrased re-asks, same-topic new
-problems and quiz-framed questions through. This judge measures what separates them
-(``offline_features``) and lets a model fitted on the reference labels weigh the
-evidence (``offline_fit`` re-fits it; the parameters ship as ``offline_params.json``).
+The rules judge decides "genuine" from word overlap alone. This judge measures what
+separates a follow-up from each failure mode: hand-made features (``offline_features``),
+paraphrase similarities from sentence embeddings and an act and voice head over the
+turn's own wording (``offline_meaning``), and lets a model fitted on the reference labels
+weigh the evidence (``offline_fit`` re-fits it; the parameters ship as
+``offline_params.json``).
 
 A verdict is made in three steps:
 
@@ -40,18 +41,32 @@ import numpy as np
 
 from userturn.errors import UserError
 from userturn.judges.base import Judge
-from userturn.judges.offline_features import FEATURES, NAMES, Measured, measure_turn
+from userturn.judges.offline_features import FEATURES, NAMES, Feature, Measured, measure_turn
 from userturn.judges.offline_forest import Forest
+from userturn.judges.offline_meaning import (
+    HEAD_CLASSES,
+    HEAD_NAMES,
+    MEANING_FEATURES,
+    SIMILARITIES,
+    Head,
+    TurnMeaning,
+    head_inputs,
+    measure_meaning,
+)
 from userturn.judges.rules import surface_verdict
 from userturn.spec import Spec
 from userturn.types import LABELS, JudgeInput, Judgment, Label
 
 log = logging.getLogger(__name__)
 
-CODE_VERSION = "offline-1"
+CODE_VERSION = "offline-2"
 """Bump when features or gates change; the fitted parameters enter the version by hash."""
 PARAMS = "offline_params.json"
-FORMAT = "userturn-offline-1"
+FORMAT = "userturn-offline-2"
+ALL_FEATURES: tuple[Feature, ...] = FEATURES + MEANING_FEATURES
+ALL_NAMES: tuple[str, ...] = NAMES + SIMILARITIES + HEAD_NAMES
+GATES = ("surface", "task", "voice")
+"""Gate families (see ``gate``); a parameter file names those it was fit with."""
 WORD_PROBLEM_NUMBERS = 2
 """A word problem needs at least this many numbers the conversation never mentioned."""
 REASK_SIMILARITY = 0.6
@@ -68,13 +83,18 @@ class Params:
     threshold: float
     label_classes: tuple[Label, ...]
     labels: Forest
+    head: Head
+    gates: tuple[str, ...]
     digest: str
     raw: dict[str, Any]
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Params:
-        if data.get("format") != FORMAT or list(data.get("features", [])) != list(NAMES):
+        if data.get("format") != FORMAT or list(data.get("features", [])) != list(ALL_NAMES):
             raise UserError(f"offline judge parameters are not {FORMAT} with these features")
+        gates = tuple(data.get("gates", ()))
+        if set(gates) - set(GATES) or tuple(data["head"]["classes"]) != HEAD_CLASSES:
+            raise UserError("offline judge parameters name unknown gates or head classes")
         classes = tuple(data["labels"]["classes"])
         unknown = set(classes) - set(LABELS)
         if unknown:
@@ -86,6 +106,8 @@ class Params:
             threshold=float(data["sigma"]["threshold"]),
             label_classes=classes,  # type: ignore[arg-type]  # checked against LABELS
             labels=Forest.from_json(data["labels"]["forest"]),
+            head=Head.from_json(data["head"]),
+            gates=gates,
             digest=hashlib.sha256(canonical.encode()).hexdigest(),
             raw=data,
         )
@@ -115,22 +137,24 @@ def score(params: Params, x: np.ndarray) -> Scored:
     return Scored(p_genuine=p, contrib=contrib, label_p=params.labels.predict(x))
 
 
-def gate(m: Measured) -> tuple[Label | None, str] | None:
+def gate(m: Measured, families: tuple[str, ...] = GATES) -> tuple[Label | None, str] | None:
     """A fixed verdict for a failure the reference data is too thin to teach.
 
     Returns ``(label, why)``, or None to let the model decide. A None label means "not
     genuine, let the label model say which failure" (a quiz frame may wrap a re-ask).
     """
-    verdict = surface_verdict(m.rules)
+    verdict = surface_verdict(m.rules) if "surface" in families else None
     if verdict is not None:
         return verdict
     v = m.values
+    if "task" not in families:
+        return _voice_or_echo(m) if "voice" in families else None
     if v["framed_task"]:
         return None, "a quiz or exam frame around a self-contained question"
     acts = v["revision"] or v["challenge"] or v["clarify"]
     if v["word_problem"] and v["new_numbers"] >= WORD_PROBLEM_NUMBERS and not acts:
         return None, f"a word problem with {int(v['new_numbers'])} numbers new to the conversation"
-    return _voice_or_echo(m)
+    return _voice_or_echo(m) if "voice" in families else None
 
 
 def _voice_or_echo(m: Measured) -> tuple[Label | None, str] | None:
@@ -158,7 +182,7 @@ def _voice_or_echo(m: Measured) -> tuple[Label | None, str] | None:
 def decide(m: Measured, s: Scored, i: int, params: Params) -> tuple[bool, Label, str]:
     """σ, label and rationale for row ``i`` of a scored batch."""
     p = float(s.p_genuine[i])
-    gated = gate(m)
+    gated = gate(m, params.gates)
     if gated is not None and gated[0] is not None:
         return False, gated[0], gated[1]
     if gated is None and p >= params.threshold:
@@ -180,7 +204,7 @@ def evidence(m: Measured, s: Scored, i: int, *, up: bool, top: int = 2) -> str:
     order = [j for j in np.argsort(-contrib)[:top] if contrib[j] > 0]
     if not order:
         return "no single feature stands out"
-    features = [FEATURES[j] for j in order]
+    features = [ALL_FEATURES[j] for j in order]
     return "; ".join(f"{f.says} {f.show(m.values[f.name])}" for f in features)
 
 
@@ -195,22 +219,38 @@ class OfflineJudge(Judge):
         self.version = f"{CODE_VERSION}+{self.params.digest[:8]}"
 
     def judge(self, inputs: list[JudgeInput]) -> list[Judgment]:
-        measured: list[Measured | None] = []
+        measured: list[tuple[Measured, TurnMeaning] | None] = []
         for item in inputs:
             try:
-                measured.append(measure_turn(item.messages, item.user_turn))
+                base = measure_turn(item.messages, item.user_turn)
+                measured.append((base, measure_meaning(item.messages, item.user_turn)))
             except Exception as exc:  # one odd row must not sink the batch
                 log.warning("offline judge failed on %s: %s", item.id, exc)
                 measured.append(None)
-        ok = [m for m in measured if m is not None]
-        scored = score(self.params, np.array([m.vector() for m in ok])) if ok else None
+        ok = [(x, item.user_turn) for x, item in zip(measured, inputs, strict=True) if x]
+        rows = self._with_head([x for x, _ in ok], [t for _, t in ok]) if ok else []
+        scored = score(self.params, np.array([m.vector() for m in rows])) if rows else None
         out, k = [], 0
-        for m in measured:
-            if m is None or scored is None:
+        for x in measured:
+            if x is None or scored is None:
                 out.append(self._error())
                 continue
-            out.append(self._verdict(m, scored, k))
+            out.append(self._verdict(rows[k], scored, k))
             k += 1
+        return out
+
+    def _with_head(
+        self, parts: list[tuple[Measured, TurnMeaning]], turns: list[str]
+    ) -> list[Measured]:
+        """Hand-made features, similarities and the act head (one call for the batch)."""
+        emb = np.array([meaning.embedding for _, meaning in parts])
+        head = np.round(self.params.head.proba(head_inputs(turns, emb)), 4)
+        out = []
+        for (base, meaning), p in zip(parts, head, strict=True):
+            extra = dict(zip(SIMILARITIES, meaning.similarities.tolist(), strict=True))
+            extra |= dict(zip(HEAD_NAMES, p.tolist(), strict=True))
+            values = {**base.values, **extra}
+            out.append(Measured(base.rules, values, base.challenges_answer, ALL_FEATURES))
         return out
 
     def _verdict(self, m: Measured, s: Scored, i: int) -> Judgment:

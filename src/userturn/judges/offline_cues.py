@@ -45,7 +45,7 @@ CHALLENGE = _any(
     r"(?: \w+(?:'s|’s)?){1,2}) wrong|mixed up)\b",
     r"\b(?:i(?:'m|’m| am) (?:pretty |quite |fairly )?sure (?:that(?:'s|’s| is)|it(?:'s|’s| is)"
     r"|you(?:'re|’re| are)) (?:wrong|not|outdated|incorrect))",
-    r"^\W*(?:really|wait|hold on|hmm,? wait)\b[^\n]{0,80}\?",
+    r"^[^\w\n]*(?:really|wait|hold on|hmm,? wait)\b[^\n]{0,80}\?",
     r"\bhow did you (?:get|arrive at|come up with)\b",
     r"\b(?:i thought|i read|i heard|my book says|my doctor said)\b[^\n]{0,80}(?:\?|\bnot\b"
     r"|\bwrong\b|\binstead\b)",
@@ -75,17 +75,17 @@ def challenges(turn: str) -> bool:
 
 
 REVISION = _any(
-    r"^\W*(?:(?:please|now|ok(?:ay)?|great|thanks)\W+)*(?:can|could|would|will) you"
+    r"^[^\w\n]*(?:(?:please|now|ok(?:ay)?|great|thanks)\W+)*(?:can|could|would|will) you"
     r" (?:please )?(?:make|rewrite|change|shorten|expand|simplify|add|remove|convert"
     r"|translate|format|show|put|turn|redo|fix|adjust|rephrase|explain|give|list|include)\b",
-    r"^\W*(?:(?:please|now|ok(?:ay)?|great|thanks|and)\W+)*(?:make|rewrite|change|shorten"
+    r"^[^\w\n]*(?:(?:please|now|ok(?:ay)?|great|thanks|and)\W+)*(?:make|rewrite|change|shorten"
     r"|expand|simplify|add|remove|convert|translate|format|show|put|turn|redo|fix|adjust"
     r"|rephrase|include|use|try)\b",
 )
 """A request to change or re-present the answer ("make it shorter", "show that as a table")."""
 
 CLARIFY = _any(
-    r"^\W*(?:why|how come|what if|what about|how about|what do you mean|what does|is that"
+    r"^[^\w\n]*(?:why|how come|what if|what about|how about|what do you mean|what does|is that"
     r"|is it|does that|does it|do i need|should i|can i|so (?:i|it|the))\b",
     r"\b(?:you said|you mentioned|you wrote|you suggested|as you said)\b",
     r"\b(?:per|a|each) (?:day|week|month|hour|dose)\b.*\?",
@@ -93,18 +93,19 @@ CLARIFY = _any(
 """A question that only makes sense against the answer ("Is that per day?", "What if...")."""
 
 REPORT_BACK = _any(
-    r"^\W*(?:i (?:tried|changed|ran|did|used|followed|added|checked|went|took|will|'ll|’ll))\b",
-    r"^\W*(?:yes|no|yeah|yep|nope|sure|ok(?:ay)?|thanks|thank you)\b[,.!]?\s+\S",
-    r"^\W*(?:it(?:'s|’s| is)|my|the one)\b",
+    r"^[^\w\n]*(?:i (?:tried|changed|ran|did|used|followed|added|checked|went|took|will|'ll"
+    r"|’ll))\b",
+    r"^[^\w\n]*(?:yes|no|yeah|yep|nope|sure|ok(?:ay)?|thanks|thank you)\b[,.!]?\s+\S",
+    r"^[^\w\n]*(?:it(?:'s|’s| is)|my|the one)\b",
 )
 """The asker reporting back or answering a question the assistant asked."""
 
 FRAMED_TASK = _any(
     r"\b(?:what is|what's) the answer to (?:this|the|the following) (?:question|problem)",
-    r"^\W*(?:answer|solve|complete) (?:this|the following)\b",
-    r"^\W*(?:question|problem|q)\s*\d*\s*[:.]",
+    r"^[^\w\n]*(?:answer|solve|complete) (?:this|the following)\b",
+    r"^[^\w\n]*(?:question|problem|q)\s*(?:\d+\s*)?[:.]",
     r"\b(?:choose|select|pick) the (?:correct|best|right)\b",
-    r"^\s*\(?[a-d][).]\s+\S.*\n\s*\(?[b-e][).]\s+\S",
+    r"^[^\S\n]*\(?[a-d][).]\s+\S.*\n\s*\(?[b-e][).]\s+\S",
     r"\b(?:true or false|fill in the blank|multiple choice)\b",
     r"\bcorrect answer\s*:",
 )
@@ -119,7 +120,7 @@ WORD_PROBLEM = _any(
 """The question of an arithmetic word problem; with new numbers, a new problem."""
 
 GENERIC = _any(
-    r"^\W*(?:what (?:is|are) (?:the|some)? ?(?:best|most|good|common|main|key|top|popular)"
+    r"^[^\w\n]*(?:what (?:is|are) (?:the|some)? ?(?:best|most|good|common|main|key|top|popular)"
     r"|what are (?:some|the (?:benefits|advantages|risks|types))"
     r"|how (?:can|do|should) (?:i|you|we|one) (?:improve|become|learn|start|write|make|get)"
     r"|what is (?:a|an) |tell me about|give me (?:some|a list))\b",
@@ -151,7 +152,7 @@ QUESTION_OPENER = re.compile(
 GREETING = re.compile(
     r"^\W*(?:hi|hello|hey|dear|greetings|good (?:morning|afternoon|evening))\b", re.IGNORECASE
 )
-MARKDOWN = re.compile(r"(?m)^\s*(?:[-*•]\s+\S|\d+[.)]\s+\S|#{1,6}\s|```|\|.*\|)")
+MARKDOWN = re.compile(r"(?m)^[^\S\n]*(?:[-*•]\s+\S|\d+[.)]\s+\S|#{1,6}\s|```|\|.*\|)")
 """Lists, headings, code fences and tables: the answer's layout, rare in a user's turn."""
 NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+(?:[A-Z][a-z]+)*\b", re.MULTILINE)

@@ -31,6 +31,7 @@ from typing import Literal
 import numpy as np
 
 from userturn.judges import offline_cues as cue
+from userturn.judges.challenge import challenges_answer
 from userturn.judges.rules_features import (
     TextFeatures,
     char_grams,
@@ -110,7 +111,6 @@ FEATURES: tuple[Feature, ...] = (
     Feature("continues_cut", "continues an answer cut off mid-sentence", "flag"),
 )
 NAMES: tuple[str, ...] = tuple(f.name for f in FEATURES)
-BY_NAME: dict[str, Feature] = {f.name: f for f in FEATURES}
 
 
 @dataclass(frozen=True)
@@ -120,11 +120,16 @@ class Measured:
     rules: TextFeatures
     values: dict[str, float]
     challenges_answer: bool
+    features: tuple[Feature, ...] = ()
+    """The features ``vector`` lays out, in order (empty: ``FEATURES``)."""
 
     def vector(self) -> np.ndarray:
-        """Values in ``FEATURES`` order, counts log-transformed (what the model reads)."""
+        """Values in feature order, counts log-transformed (what the model reads)."""
         return np.array(
-            [math.log1p(self.values[f.name]) if f.log else self.values[f.name] for f in FEATURES]
+            [
+                math.log1p(self.values[f.name]) if f.log else self.values[f.name]
+                for f in (self.features or FEATURES)
+            ]
         )
 
 
@@ -214,7 +219,8 @@ def measure_turn(messages: Sequence[Message], turn: str) -> Measured:
         **_acts(turn, head, rules, ex),
         **_surface(rules),
     }
-    return Measured(rules=rules, values=values, challenges_answer=bool(values["challenge"]))
+    flagged = challenges_answer(messages, turn)  # the validated detector, not the feature cue
+    return Measured(rules=rules, values=values, challenges_answer=flagged)
 
 
 def _copying(turn: str, messages: Sequence[Message]) -> dict[str, float]:

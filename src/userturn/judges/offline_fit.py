@@ -1,26 +1,32 @@
 """Re-fit the offline judge from the reference files, reproducibly.
 
 Run: ``python -m userturn.judges.offline_fit [--ref FILE ...] [--out PATH]``. By default
-it reads ``judge_train.jsonl`` and ``judge_dev.jsonl`` from ``shared/`` (``$USERTURN_SHARED``
+it reads ``judge_train.jsonl``, ``judge_dev.jsonl`` and ``judge_realistic.jsonl`` from
+``shared/`` (``$USERTURN_SHARED``
 or beside the repository) and rewrites the shipped ``offline_params.json``. The same
 files and scikit-learn version give byte-identical parameters: every random choice is
 seeded and the forests are grown on one thread.
 
 The recipe, and why:
 
-- **σ model**: a random forest (200 trees, leaves of >= 3 turns). On judge_train's
-  cross-validation it beat logistic regression (κ 0.54 vs 0.36) and gradient boosting
-  (0.50): the evidence interacts (overlap with the request means a re-ask only when no
+- **Act and voice head**: a multinomial logistic regression (``HEAD_C``) from the turn's
+  sentence embedding and hashed character n-grams to the eight labels
+  (``offline_meaning``). The forest reads its probabilities; for the fitting rows they
+  are out-of-fold (5 folds grouped by context), so the forest never learns from a head
+  that saw the row. The shipped head is fit on every row.
+- **σ model**: a random forest (``N_TREES`` trees, leaves of >= 3 turns) over the
+  hand-made features, the paraphrase similarities and the head's probabilities. A forest
+  because the evidence interacts (overlap with the request means a re-ask only when no
   new question word comes with it), which a linear model cannot express.
-- **Calibration and threshold**: 5-fold out-of-fold forest scores on the fitting rows
-  are Platt-scaled into P(genuine), and the threshold is the one that maximises κ on
-  those out-of-fold probabilities (the median of tied best values). The held-out rows
-  of a cross-validation never enter either.
+- **Calibration and threshold**: out-of-fold forest scores (the same grouped folds) are
+  Platt-scaled into P(genuine), and the threshold is the one that maximises κ on those
+  out-of-fold probabilities (the median of tied best values).
 - **Label model**: a second forest over the degenerate labels with at least
-  ``MIN_LABEL_ROWS`` reference turns; rarer labels (``degenerate_short``,
-  ``meta_planning``) come from the judge's gates only.
+  ``MIN_LABEL_ROWS`` reference turns.
 
-Only ``messages`` and ``user_turn`` are read as inputs, so no metadata leaks in.
+Every inner split is grouped by context (``protocol``), and a cross-validation re-runs
+this whole recipe on each training part. Only ``messages`` and ``user_turn`` are read
+as inputs, so no metadata leaks in.
 """
 
 from __future__ import annotations
@@ -41,14 +47,17 @@ import sklearn
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import cohen_kappa_score
-from sklearn.model_selection import StratifiedKFold, cross_val_predict
+from sklearn.model_selection import StratifiedGroupKFold, cross_val_predict
 
 from userturn.errors import UserError
+from userturn.judges import protocol
 from userturn.judges.base import Judge
 from userturn.judges.card import build_card, file_entry, reference_rows, write_card
-from userturn.judges.offline import FORMAT, PARAMS, OfflineJudge, Params
-from userturn.judges.offline_features import NAMES, measure_turn
+from userturn.judges.offline import ALL_NAMES, FORMAT, GATES, PARAMS, OfflineJudge, Params
+from userturn.judges.offline_embed import MINILM, TABLE_VERSION
+from userturn.judges.offline_features import measure_turn
 from userturn.judges.offline_forest import forest_to_json
+from userturn.judges.offline_meaning import HEAD_CLASSES, Head, head_inputs, measure_meaning
 from userturn.judges.rules import RulesJudge
 from userturn.spec import Spec
 from userturn.types import JudgeInput, Judgment
@@ -56,12 +65,17 @@ from userturn.types import JudgeInput, Judgment
 log = logging.getLogger(__name__)
 
 SEED = 0
-N_TREES = 200
+N_TREES = 60
 MIN_LEAF = 3
 FOLDS = 5
 MIN_LABEL_ROWS = 3
+HEAD_C = 1.0
+"""Inverse L2 strength of the act head (about 1,400 inputs and 900 fitting rows)."""
+INNER_FOLDS = 3
+"""Folds of the out-of-fold stacking and calibration inside one fit (grouped by context);
+three keep a full cross-validation of the recipe within minutes on two cores."""
 GENUINE = "plausible_followup"
-REFERENCE_FILES = ("judge_train.jsonl", "judge_dev.jsonl")
+REFERENCE_FILES = ("judge_train.jsonl", "judge_dev.jsonl", "judge_realistic.jsonl")
 CONTROL = (
     Path(__file__).resolve().parents[3] / "tests" / "judges" / "fixtures" / "control_set.jsonl"
 )
@@ -70,13 +84,32 @@ CONTROL = (
 
 @dataclass(frozen=True)
 class Reference:
-    """Reference rows with their features, σ and labels, and where they came from."""
+    """Reference rows with everything the recipe reads, and where they came from."""
 
     rows: list[dict[str, Any]]
     x: np.ndarray
+    """Hand-made features (``offline_features.NAMES`` order)."""
+    sims: np.ndarray
+    """Paraphrase similarities (``offline_meaning.SIMILARITIES`` order)."""
+    emb: np.ndarray
+    """Each turn's own sentence embedding (the act head's input, with its n-grams)."""
     genuine: np.ndarray
     labels: np.ndarray
     files: list[dict[str, Any]]
+    file_of: np.ndarray
+    groups: np.ndarray
+
+    def take(self, idx: np.ndarray) -> Reference:
+        """The rows ``idx`` (file entries kept: they describe the whole reference)."""
+        return Reference(
+            [self.rows[i] for i in idx], self.x[idx], self.sims[idx], self.emb[idx],
+            self.genuine[idx], self.labels[idx], self.files, self.file_of[idx],
+            self.groups[idx],
+        )  # fmt: skip
+
+    @property
+    def turns(self) -> list[str]:
+        return [str(r["user_turn"]) for r in self.rows]
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
@@ -85,17 +118,23 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def load_reference(paths: list[Path]) -> Reference:
-    rows, files = [], []
+    rows, files, file_of = [], [], []
     for path in paths:
         part = read_rows(path)
         rows += part
         files.append(file_entry(path, len(part)))
+        file_of += [path.name] * len(part)
+    meaning = [measure_meaning(r["messages"], r["user_turn"]) for r in rows]
     return Reference(
         rows=rows,
         x=np.array([measure_turn(r["messages"], r["user_turn"]).vector() for r in rows]),
+        sims=np.array([m.similarities for m in meaning]),
+        emb=np.array([m.embedding for m in meaning]),
         genuine=np.array([bool(r["genuine_followup"]) for r in rows]),
         labels=np.array([str(r["label"]) for r in rows]),
         files=files,
+        file_of=np.array(file_of),
+        groups=protocol.groups(rows),
     )
 
 
@@ -103,6 +142,11 @@ def _forest() -> RandomForestClassifier:
     return RandomForestClassifier(
         n_estimators=N_TREES, min_samples_leaf=MIN_LEAF, random_state=SEED, n_jobs=1
     )
+
+
+def _inner_folds(genuine: np.ndarray, groups: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    split = StratifiedGroupKFold(INNER_FOLDS, shuffle=True, random_state=SEED)
+    return list(split.split(np.zeros(len(genuine)), genuine, groups))
 
 
 def best_threshold(p: np.ndarray, genuine: np.ndarray) -> float:
@@ -113,9 +157,34 @@ def best_threshold(p: np.ndarray, genuine: np.ndarray) -> float:
     return float(tied[len(tied) // 2])
 
 
-def fit_sigma(x: np.ndarray, genuine: np.ndarray) -> dict[str, Any]:
+def fit_head(ref: Reference) -> Head:
+    """The act and voice head: multinomial logistic regression over the eight labels."""
+    x = head_inputs(ref.turns, ref.emb)
+    model = LogisticRegression(C=HEAD_C, max_iter=500, tol=1e-3).fit(x, ref.labels)
+    coef = np.zeros((len(HEAD_CLASSES), x.shape[1]))
+    intercept = np.full(len(HEAD_CLASSES), -30.0)  # a label never seen: probability ~0
+    for i, c in enumerate(model.classes_):
+        j = HEAD_CLASSES.index(str(c))
+        coef[j], intercept[j] = model.coef_[i], model.intercept_[i]
+    return Head(HEAD_CLASSES, np.round(coef, 5), np.round(intercept, 5))
+
+
+def head_features(ref: Reference) -> np.ndarray:
+    """Out-of-fold head probabilities for the fitting rows (no row sees its own head)."""
+    out = np.zeros((len(ref.rows), len(HEAD_CLASSES)))
+    for train, test in _inner_folds(ref.genuine, ref.groups):
+        part = ref.take(test)
+        out[test] = fit_head(ref.take(train)).proba(head_inputs(part.turns, part.emb))
+    return np.round(out, 4)
+
+
+def full_matrix(ref: Reference, head_p: np.ndarray) -> np.ndarray:
+    return np.hstack([ref.x, ref.sims, head_p])
+
+
+def fit_sigma(x: np.ndarray, genuine: np.ndarray, groups: np.ndarray) -> dict[str, Any]:
     """Forest, Platt scaling and threshold (see the module docstring)."""
-    folds = StratifiedKFold(FOLDS, shuffle=True, random_state=SEED)
+    folds = _inner_folds(genuine, groups)
     oof = cross_val_predict(_forest(), x, genuine, cv=folds, method="predict_proba")[:, 1]
     platt = LogisticRegression(C=1e6, max_iter=1000).fit(oof.reshape(-1, 1), genuine)
     a, b = float(platt.coef_[0, 0]), float(platt.intercept_[0])
@@ -140,28 +209,35 @@ def fit_labels(x: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
     return {"classes": classes, "forest": data}
 
 
-def fit_arrays(x: np.ndarray, genuine: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
-    """The model part of the parameters, from feature rows (used by cross-validation)."""
+def fit_arrays(ref: Reference, gates: tuple[str, ...] = GATES) -> dict[str, Any]:
+    """The model part of the parameters, fit on every row of ``ref`` (the whole recipe:
+    a cross-validation calls it on each training part)."""
+    x = full_matrix(ref, head_features(ref))
     return {
         "format": FORMAT,
-        "features": list(NAMES),
-        "sigma": fit_sigma(x, genuine),
-        "labels": fit_labels(x, labels),
+        "features": list(ALL_NAMES),
+        "gates": list(gates),
+        "embedding": {"package": f"{MINILM.package}=={MINILM.version}", "table": TABLE_VERSION},
+        "head": fit_head(ref).to_json(),
+        "sigma": fit_sigma(x, ref.genuine, ref.groups),
+        "labels": fit_labels(x, ref.labels),
     }
 
 
 def fit_params(ref: Reference) -> dict[str, Any]:
     """The full parameter file: the model plus what it was fit on and how."""
-    params = fit_arrays(ref.x, ref.genuine, ref.labels)
+    params = fit_arrays(ref)
     params["fit"] = {
         "references": ref.files,
         "n": len(ref.rows),
         "genuine": int(ref.genuine.sum()),
-        "learner": f"sklearn {sklearn.__version__} RandomForestClassifier",
+        "learner": f"sklearn {sklearn.__version__} RandomForestClassifier over features,"
+        " similarities and a LogisticRegression head",
         "n_estimators": N_TREES,
         "min_samples_leaf": MIN_LEAF,
+        "head_c": HEAD_C,
         "seed": SEED,
-        "folds": FOLDS,
+        "folds": f"{FOLDS}-fold grouped by context",
     }
     return params
 
@@ -180,9 +256,8 @@ class CrossFitJudge(Judge):
         self._shipped = shipped
         self._fold: dict[tuple[str, str], int] = {}
         self._judges: list[Judge] = []
-        split = StratifiedKFold(folds, shuffle=True, random_state=SEED)
-        for k, (train, test) in enumerate(split.split(ref.x, ref.genuine)):
-            params = fit_arrays(ref.x[train], ref.genuine[train], ref.labels[train])
+        for k, (train, test) in enumerate(protocol.folds(ref.rows, ref.genuine, folds, SEED)):
+            params = fit_arrays(ref.take(train))
             self._judges.append(OfflineJudge(shipped.spec, params=Params.from_json(params)))
             self._fold |= {_key(ref.rows[i]["id"], ref.rows[i]["user_turn"]): k for i in test}
 
@@ -203,9 +278,9 @@ def _key(row_id: str, turn: str) -> tuple[str, str]:
 
 
 CROSS_FIT_METHOD = (
-    f"{FOLDS}-fold cross-fitted (out-of-fold): each reference turn was judged by a model"
-    " fit by the same recipe on the other folds, never by a model that saw it; the"
-    " control set was judged by the shipped model"
+    f"{FOLDS}-fold cross-fitted (out-of-fold), folds grouped by context: each reference"
+    " turn was judged by a model fit by the same recipe on the other folds, which held no"
+    " turn of its conversation; the control set was judged by the shipped model"
 )
 RULES_METHOD = (
     "the shipped rules judge; its thresholds were fit on judge_dev.jsonl only, so the"

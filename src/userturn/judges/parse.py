@@ -27,12 +27,14 @@ from typing import Any
 
 from userturn.types import LABELS, Label
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S | re.I)
+_FENCE = re.compile(r"```(?:json)?(.*?)```", re.S | re.I)
+"""No ``\\s*`` before the body: with the lazy body after it, a fence followed by a long run
+of whitespace is scanned once per split of that run (quadratic)."""
 _GENUINE = re.compile(r'"?genuine_follow_?up"?\s*[:=]\s*"?(true|false|yes|no)\b', re.I)
 _LABEL = re.compile(r'"?label"?\s*[:=]\s*"([^"\n]{1,60})"?', re.I)
 _CHALLENGE = re.compile(r'"?challenges[_ ]answer"?\s*[:=]\s*"?(true|false|yes|no)\b', re.I)
 _RATIONALE = re.compile(r'"?rationale"?\s*[:=]\s*"((?:[^"\\]|\\.)*)', re.S | re.I)
-_THINK_BLOCK = re.compile(r"<think>.*?</think>|\u25c1think\u25b7.*?\u25c1/think\u25b7", re.S)
+_THINK_PAIRS = (("<think>", "</think>"), ("\u25c1think\u25b7", "\u25c1/think\u25b7"))
 _THINK_OPEN = re.compile(r"<think>|\u25c1think\u25b7")
 _THINK_CLOSE = re.compile(r"</think>|\u25c1/think\u25b7")
 _HARMONY_FINAL = "<|channel|>final<|message|>"
@@ -40,9 +42,14 @@ _HARMONY_ANALYSIS = re.compile(r"<\|channel\|>analysis<\|message\|>.*?(?:<\|end\
 _HARMONY_PLAIN = re.compile(r"^\s*analysis.*?assistantfinal", re.S)
 """gpt-oss served with special tokens skipped: ``analysis…assistantfinal{…}``."""
 _HARMONY_TOKENS = re.compile(r"<\|(?:start|end|return|call|channel|message|constrain)\|>[a-z]*")
+_OBJECT_START = re.compile(r'\{(?=\s*["}])')
+"""Where a JSON object can start: ``{`` then a key or ``}``, so a run of braces is skipped."""
+MAX_OBJECT_STARTS = 1000
+"""Starts tried per text: each failed decode costs up to the text's length (the error
+counts lines up to its position), so a reply of many openers would take quadratic time.
+A verdict object comes within the first few."""
 _TRUE = {"true", "yes", "1"}
 _FALSE = {"false", "no", "0"}
-DEGENERATE = frozenset(LABELS) - {"plausible_followup", "other"}
 
 
 @dataclass(frozen=True)
@@ -88,10 +95,15 @@ def _objects(text: str) -> list[dict[str, Any]]:
     decoder = json.JSONDecoder()
     found = []
     for chunk in candidates:
-        for start in (i for i, ch in enumerate(chunk) if ch == "{"):
+        tries = 0
+        for m in _OBJECT_START.finditer(chunk):
+            tries += 1
+            if tries > MAX_OBJECT_STARTS:
+                break
+            start = m.start()
             try:
                 obj, _ = decoder.raw_decode(chunk, start)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 continue
             if isinstance(obj, dict):
                 found.append(obj)
@@ -138,7 +150,7 @@ def strip_reasoning(text: str) -> str:
         text = text.rpartition(_HARMONY_FINAL)[2]
     text = _HARMONY_ANALYSIS.sub("", text)
     text = _HARMONY_PLAIN.sub("", text, count=1)
-    text = _THINK_BLOCK.sub("", text)
+    text = _drop_think_blocks(text)
     close = list(_THINK_CLOSE.finditer(text))
     if close:  # the template opened the block: everything before its end is reasoning
         text = text[close[-1].end() :]
@@ -148,10 +160,29 @@ def strip_reasoning(text: str) -> str:
     return _HARMONY_TOKENS.sub("", text).strip()
 
 
+def _drop_think_blocks(text: str) -> str:
+    """Remove each closed ``<think>…</think>`` block (and the ``◁think▷`` form).
+
+    With ``str.find`` rather than a lazy regex: the regex re-scans to the end from every
+    unclosed opener, which is quadratic in a reply made of openers. Once an opener has no
+    closer after it, no later opener has one either, so the scan stops there.
+    """
+    for opener, closer in _THINK_PAIRS:
+        kept, pos = [], 0
+        while (start := text.find(opener, pos)) >= 0:
+            end = text.find(closer, start + len(opener))
+            if end < 0:
+                break
+            kept.append(text[pos:start])
+            pos = end + len(closer)
+        text = "".join(kept) + text[pos:]
+    return text
+
+
 def _is_object(text: str) -> bool:
     try:
         return isinstance(json.loads(text), dict)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # RecursionError: nesting too deep
         return False
 
 

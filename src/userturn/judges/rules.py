@@ -37,6 +37,7 @@ from userturn.errors import UserError
 from userturn.judges.base import Judge
 from userturn.judges.rules_features import TextFeatures, measure
 from userturn.spec import Spec
+from userturn.stats import kappa
 from userturn.types import JudgeInput, Judgment, Label
 
 log = logging.getLogger(__name__)
@@ -188,21 +189,11 @@ def _too_long(f: TextFeatures, t: Thresholds) -> Verdict:
     )
 
 
-def cohen_kappa(a: Sequence[bool], b: Sequence[bool]) -> float:
-    """Cohen's κ of two binary raters (0 when chance agreement is perfect)."""
-    n = len(a)
-    if n == 0:
-        return 0.0
-    observed = sum(x == y for x, y in zip(a, b, strict=True)) / n
-    pa, pb = sum(a) / n, sum(b) / n
-    expected = pa * pb + (1 - pa) * (1 - pb)
-    return 0.0 if expected >= 1 else (observed - expected) / (1 - expected)
-
-
 def _kappa_of(t: Thresholds, feats: Sequence[TextFeatures], genuine: Sequence[bool]) -> float:
-    """κ on genuine-vs-not, rounded so that float noise doesn't split a plateau."""
+    """κ on genuine-vs-not, rounded so that float noise doesn't split a plateau; 0 where
+    it is undefined (every verdict one class), which no threshold should win on."""
     verdicts = [classify(f, t)[0] == "plausible_followup" for f in feats]
-    return round(cohen_kappa(verdicts, genuine), 9)
+    return round(kappa(verdicts, genuine, labels=[False, True]) or 0.0, 9)
 
 
 def fit_thresholds(

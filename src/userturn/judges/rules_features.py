@@ -14,7 +14,7 @@ HealthBench conversations.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import lru_cache
@@ -226,7 +226,7 @@ def _view(key: tuple[tuple[str, str], ...]) -> ContextView:
         units=content_units(text),
         q_grams=char_grams(question),
         a_grams=char_grams(answer),
-        leaks=tuple(frozenset(m.group(0).strip() for m in p.finditer(text)) for p in _LEAKS),
+        leaks=leaks_in(text),
     )
 
 
@@ -265,11 +265,15 @@ _TEMPLATE_TOKEN = re.compile(
 )
 _LEAKS = (
     # a role header left on its own line, or glued to a junk token ("mendatangmodel")
-    re.compile(r"(?im)^[ \t]*(?:user|assistant|model|system)[ \t]*:?[ \t]*$"),
-    re.compile(r"\S*[^\W\d_](?:user|model|assistant)(?=[ \t]*\n)"),
+    re.compile(r"(?im)^[ \t]*(?:user|assistant|model|system)[ \t]*(?::[ \t]*)?$"),
+    re.compile(r"(?<=[^\W\d_])(?:user|model|assistant)(?=[ \t]*\n)"),
     # UTF-8 read as Latin-1
     re.compile(r"Ã[\u0080-\u00bf]|â€|Â[\u00a0-\u00bf]|\ufffd"),
 )
+_GLUED_ROLE = _LEAKS[1]
+"""Matches only the role name; its token is the whole non-space run it ends (see
+``_leak_tokens``). Written as ``\\S*`` plus the name, the pattern would re-scan that run
+from each of its characters: quadratic, minutes for one long base64 string."""
 _LEAK_NEEDLES = (
     ("user", "assistant", "model", "system"),
     ("user", "model", "assistant"),
@@ -285,9 +289,9 @@ META_PLANNING = tuple(
     re.compile(p, re.IGNORECASE | re.MULTILINE)
     for p in (
         r"here(?:'s| is) (?:a |my )?(?:thinking|thought) process",
-        r"^\W*(?:thinking|thought) process\b",
+        r"^[^\w\n]*(?:thinking|thought) process\b",
         r"</?think>",
-        r"^\W*(?:(?:okay|ok|alright|so|hmm+|well)[,.]?\s+)*let me (?:think|analy[sz]e|break"
+        r"^[^\w\n]*(?:(?:okay|ok|alright|so|hmm+|well)[,.]?\s+)*let me (?:think|analy[sz]e|break"
         r"|figure|plan|draft|re-?read|recall|work (?:through|out))",
         r"\b(?:the|this) user(?:'s)? (?:wants|is asking|asks|asked|has asked|request|question"
         r"|query|prompt|message)",
@@ -303,22 +307,22 @@ META_PLANNING = tuple(
 ASSISTANT_VOICE = tuple(
     re.compile(p, re.IGNORECASE | re.MULTILINE)
     for p in (
-        r"^\W*to (?:solve|determine|find|calculate|compute|verify|evaluate) (?:this|the|how"
+        r"^[^\w\n]*to (?:solve|determine|find|calculate|compute|verify|evaluate) (?:this|the|how"
         r"|whether|what|which)\b",
-        r"^\W*(?:sure|certainly|absolutely|of course)[!,.]?\s+(?:here|below|i(?:'d| would) be"
+        r"^[^\w\n]*(?:sure|certainly|absolutely|of course)[!,.]?\s+(?:here|below|i(?:'d| would) be"
         r" (?:happy|glad)|i can help|let(?:'s| me))",
-        r"^\W*let's (?:break|solve|calculate|compute|start by|go through|denote|use|find"
+        r"^[^\w\n]*let's (?:break|solve|calculate|compute|start by|go through|denote|use|find"
         r"|determine|verify)\b",
-        r"^\W*step \d+\s*[:.]",
+        r"^[^\w\n]*step \d+\s*[:.]",
         r"\bwe (?:need|have) to (?:follow|first|break)\b",
         r"i(?:'|’)?m (?:sorry|afraid)[^.\n]{0,40}\b(?:can(?:not|'t|’t)|unable to|not able to)"
         r" (?:assist|help|provide|fulfill|comply|answer|give)",
         r"\bi(?:'|’)?m (?:unable|not able) to (?:assist|help|provide)",
         r"\bas an ai\b|\bas a (?:chatbot|language model|virtual assistant|ai (?:model|assistant))",
-        r"^\s*(?:\d+\.|[-*])\s+\*\*[^*\n]+\*\*",
+        r"^[^\S\n]*(?:\d+\.|[-*])\s+\*\*[^*\n]+\*\*",
         r"^#{1,4} \S",
         # a question answered by the turn itself
-        r"\?[ \t]*\n\s*\n\s*(?:yes|no|certainly|sure|absolutely|of course)\b[,!.]",
+        r"\?[ \t]*\n[^\S\n]*\n\s*(?:yes|no|certainly|sure|absolutely|of course)\b[,!.]",
     )
 )
 
@@ -367,8 +371,24 @@ def find_artifact(turn: str, context: str) -> str | None:
     Copying the answer's own debris is a restatement, not a new artifact, so leaks are
     checked against the context; template tokens never belong in a user turn.
     """
-    seen = tuple(frozenset(m.group(0).strip() for m in p.finditer(context)) for p in _LEAKS)
-    return _find_artifact(turn, seen)
+    return _find_artifact(turn, leaks_in(context))
+
+
+def leaks_in(text: str) -> tuple[frozenset[str], ...]:
+    """Per ``_LEAKS`` pattern, the leak tokens ``text`` contains."""
+    return tuple(frozenset(_leak_tokens(p, text)) for p in _LEAKS)
+
+
+def _leak_tokens(pattern: re.Pattern[str], text: str) -> Iterator[str]:
+    """The stripped tokens of ``pattern``'s matches; a glued role name extends back to the
+    start of its non-space run, found with one reverse scan per match (linear overall:
+    each run ends in at most one match, since the role must be followed by a newline)."""
+    for m in pattern.finditer(text):
+        start = m.start()
+        if pattern is _GLUED_ROLE:
+            while start > 0 and not text[start - 1].isspace():
+                start -= 1
+        yield text[start : m.end()].strip()
 
 
 def _artifact_in(turn: str, ctx: ContextView) -> str | None:
@@ -383,8 +403,7 @@ def _find_artifact(turn: str, seen: tuple[frozenset[str], ...]) -> str | None:
     for pattern, known, needles in zip(_LEAKS, seen, _LEAK_NEEDLES, strict=True):
         if not any(n in lowered for n in needles):
             continue  # the pattern needs one of these literals: skip the costly scan
-        for leak in pattern.finditer(turn):
-            token = leak.group(0).strip()
+        for token in _leak_tokens(pattern, turn):
             if token not in known and token.lower().strip("*_\"'(") not in _REAL_WORDS:
                 return token
     return None

@@ -1,5 +1,5 @@
-"""Perturbations, loaded through the one registry (``userturn.registry.PERTURBATIONS``):
-``none``, ``truncate[:<fraction>]``, ``append-question[:<text>]``."""
+"""Perturbations, loaded through the one registry (``userturn.registry.PERTURBATIONS``,
+which lists them all with their help: ``userturn run --help`` prints it)."""
 
 from __future__ import annotations
 

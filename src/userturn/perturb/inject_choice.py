@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 import re
 
-from userturn.perturb.inject_numeric import Injection
+from userturn.perturb.inject_numeric import Change, Injection
 from userturn.perturb.splice import Edit, overlaps, splice
 from userturn.scoring.multiple_choice import LETTERS, extract_letter
 
@@ -121,7 +121,12 @@ def inject_choice(answer: str, gold: str, options: list[str], seed: int) -> Inje
     injected = random.Random(seed).choice(pool)
     old = (original, options[letters.index(original)])
     new = (injected, options[letters.index(injected)])
-    text, changed = swap_choice(answer, old, new, options)
-    if not changed or extract_letter(text, options, letters) != injected:
+    edits = _edits(answer, old, new, options)
+    text = splice(answer, edits)
+    if not edits or extract_letter(text, options, letters) != injected:
         return Injection(answer, original, injected, reason="the scorer would not read it back")
-    return Injection(text, original, injected, changed)
+    changes = tuple(
+        Change(e.start, e.end, answer[e.start : e.end], e.text)
+        for e in sorted(edits, key=lambda e: e.start)
+    )
+    return Injection(text, original, injected, len(edits), None, changes)

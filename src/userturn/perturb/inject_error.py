@@ -5,8 +5,9 @@ should dispute a wrong answer more often than a correct one, so the challenge ra
 ``inject-error`` is compared with ``none``. Only scored items with a single final answer
 qualify, recognised by their gold data (``Item.reference``):
 
-- ``{"answer": "... #### n"}`` (gsm8k, gsm-symbolic): the final number is changed
-  wherever the answer states it (``inject_numeric``);
+- ``{"answer": "... #### n"}`` (gsm8k, gsm-symbolic): the final number is changed where
+  the answer concludes it (the computing line's result and the statements after it),
+  premises and intermediate values kept (``inject_numeric``);
 - ``{"gold": letter, "options": [...]}`` (gpqa): another option's letter and text
   (``inject_choice``).
 
@@ -23,11 +24,14 @@ injection the scorer wouldn't read back) the text is left unchanged and the reco
 ``detail`` always holds ``applied``, ``version``, ``kind``, ``original``, ``injected``,
 ``gold`` and ``seed``; applied injections add ``original_correct`` (an already wrong
 answer gets a different wrong one: slice on it to compare with correct ``none`` answers),
-``occurrences`` and, for multiple choice, both option texts.
+``occurrences``, ``changes`` (each place rewritten: its span in the original answer, the
+old and the new text), ``kept`` (earlier mentions of the original value left alone) and,
+for multiple choice, both option texts.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -38,7 +42,9 @@ from userturn.scoring.multiple_choice import LETTERS
 from userturn.scoring.numeric import gold_number
 from userturn.types import Item
 
-VERSION = "1"
+VERSION = "2"
+"""2: the final number changes only in the conclusion (premises kept), and every change
+is recorded; 1: every mention of it changed."""
 
 
 class InjectError(Perturbation):
@@ -123,5 +129,11 @@ def _result(answer: str, done: Injection, detail: dict[str, Any], correct: bool)
     detail = {**detail, "original": done.original, "injected": done.injected}
     if done.reason is not None:
         return Perturbed(answer, {**detail, "reason": done.reason})
-    extra = {"applied": True, "original_correct": correct, "occurrences": done.occurrences}
+    extra = {
+        "applied": True,
+        "original_correct": correct,
+        "occurrences": done.occurrences,
+        "changes": [asdict(c) for c in done.changes],
+        "kept": done.kept,
+    }
     return Perturbed(done.text, {**detail, **extra})

@@ -1,5 +1,13 @@
-"""The numeric half of ``inject-error``: another final number, written everywhere the
-answer states the original one, in each place's own format.
+"""The numeric half of ``inject-error``: another final number, written where the answer
+states its result, in each place's own format.
+
+Only the conclusion changes: the line (or sentence) that computes the final number, and
+the statements of it after that (``So she makes $18.``, ``#### 18``). On the computing
+line only the result after ``=`` changes, never an operand. Everything before it stays:
+premises quoted from the question ("Janet has 18 eggs") and intermediate values, even when
+they equal the final number, so the injected answer reads as a plausible slip ("9 x 2 =
+17") instead of contradicting its own premises. ``final_occurrences`` finds the places;
+every change is recorded (``Change``: where, what was there, what was written).
 
 The number changed is the one the scorer reads (``scoring.numeric.extract_number``), so
 the injected answer is exactly as wrong as the score says. Each occurrence keeps its own
@@ -38,6 +46,20 @@ _LABEL_AFTER = re.compile(r"[.)][ \t]+\S")
 """After an enumeration number: "2. Compute" or "2) Compute" (not a bare "18.")."""
 
 
+_SEGMENT_END = re.compile(r"\n|(?<=[.!?:])[ \t]+(?=[A-Z#\\*])")
+"""Where a statement ends: a newline, or a sentence end before a capital, ``#`` or ``\\``."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One place an injection rewrote: the span in the original text, and both texts."""
+
+    start: int
+    end: int
+    old: str
+    new: str
+
+
 @dataclass(frozen=True)
 class Injection:
     """What one injection did; ``reason`` is set (and ``text`` unchanged) when it couldn't."""
@@ -47,6 +69,9 @@ class Injection:
     injected: str | None = None
     occurrences: int = 0
     reason: str | None = None
+    changes: tuple[Change, ...] = ()
+    kept: int = 0
+    """Places that state the original value before the conclusion, left as they were."""
 
 
 def _value(m: re.Match[str]) -> Decimal:
@@ -105,27 +130,74 @@ def wrong_values(original: Decimal, gold: Decimal) -> list[Decimal]:
     return sorted(sized or signed or ok)
 
 
+def _segments(text: str) -> list[tuple[int, int]]:
+    """The text's statements as spans: lines, split again at sentence ends."""
+    spans, pos = [], 0
+    for m in _SEGMENT_END.finditer(text):
+        spans.append((pos, m.start()))
+        pos = m.end()
+    spans.append((pos, len(text)))
+    return [(lo, hi) for lo, hi in spans if hi > lo]
+
+
+def final_occurrences(text: str, value: Decimal) -> list[re.Match[str]]:
+    """The places that state ``value`` as the answer's result: the result (after ``=``)
+    of the last statement that computes with other numbers, and every statement of
+    ``value`` after it. Earlier mentions are premises or intermediate values. An answer
+    with no other number computes nothing: there every mention is the result."""
+    found = occurrences(text, value)
+    if not found:
+        return []
+    others = [m for m in _TOKEN.finditer(text) if _value(m) != value and not _is_label(text, m)]
+    last = found[-1].start()
+    working = [lo for lo, hi in _segments(text) if any(lo <= m.start() < hi for m in others)]
+    working = [lo for lo in working if lo <= last]
+    if not working:  # no computation at all: every mention states the result
+        return found
+    lo = working[-1]
+    hi = _segment_of(text, lo)[1]
+    computed = [m for m in found if lo <= m.start() < hi and "=" in text[lo : m.start()]]
+    return computed + [m for m in found if m.start() >= hi]
+
+
+def _segment_of(text: str, pos: int) -> tuple[int, int]:
+    return next((lo, hi) for lo, hi in _segments(text) if lo <= pos < hi)
+
+
 def swap_number(text: str, original: Decimal, injected: Decimal) -> tuple[str, int]:
-    """``text`` with every stated ``original`` written as ``injected`` in its own format,
-    and the number of places changed."""
-    found = occurrences(text, original)
-    edits = [Edit(m.start(), m.end(), render(m, injected)) for m in found]
-    return splice(text, edits), len(edits)
+    """``text`` with the stated result ``original`` (``final_occurrences``) written as
+    ``injected`` in its own format, and the number of places changed."""
+    text2, changes, _ = swap_final(text, original, injected)
+    return text2, len(changes)
+
+
+def swap_final(
+    text: str, original: Decimal, injected: Decimal
+) -> tuple[str, tuple[Change, ...], int]:
+    """The swap, its changes, and how many earlier mentions of ``original`` were kept."""
+    chosen = final_occurrences(text, original)
+    edits = [Edit(m.start(), m.end(), render(m, injected)) for m in chosen]
+    changes = tuple(Change(e.start, e.end, text[e.start : e.end], e.text) for e in edits)
+    kept = len(occurrences(text, original)) - len(edits)
+    return splice(text, edits), changes, kept
 
 
 def inject_number(answer: str, gold: Decimal, seed: int) -> Injection:
-    """Replace the answer's final number everywhere it appears; see the module doc."""
+    """Replace the answer's final number where it states its result; see the module doc."""
     original = extract_number(answer)
     if original is None:
         return Injection(answer, reason="the answer states no number")
     if abs(original.adjusted()) > 15:
         return Injection(answer, str(original), reason="the final number is out of range")
     injected = random.Random(seed).choice(wrong_values(original, gold))
-    text, changed = swap_number(answer, original, injected)
-    if not changed:
+    text, changes, kept = swap_final(answer, original, injected)
+    if not changes and occurrences(answer, original):
+        why = "the final number is only a premise or an intermediate value, never a result"
+        return Injection(answer, str(original), reason=why)
+    if not changes:
         return Injection(answer, str(original), reason="the final number is not a plain token")
     if extract_number(text) != injected:
         return Injection(
             answer, str(original), str(injected), reason="the scorer would not read it back"
         )
-    return Injection(text, str(original), str(injected), changed)
+    return Injection(text, str(original), str(injected), len(changes), None, changes, kept)

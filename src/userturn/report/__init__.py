@@ -3,10 +3,13 @@
 Writes ``DIR/report/``:
 - ``tables/<name>.md|csv|tex`` (tables.py), ``plots/<name>.png|svg`` (plots.py);
 - ``analysis.json``: every number the report shows, for scripts;
-- ``report.html``: the tables, the plots as PNG data URIs and a transcript browser
-  (records embedded as JSON, rendered with ``textContent`` so model outputs full of
-  ``<tags>`` can never inject markup). No external URL is referenced, so it opens
-  offline and can be mailed as one file.
+- ``report.html``: a headline block (headline.py), the tables, the plots the run has
+  data for as PNG data URIs, and a transcript browser (records embedded as JSON,
+  rendered with ``textContent`` so model outputs full of ``<tags>`` can never inject
+  markup). The browser shows each context once with its samples under it; rollouts as
+  one conversation with a verdict per model-written turn; likelihood contexts with their
+  scored candidates. No external URL is referenced, so it opens offline and can be
+  mailed as one file.
 """
 
 from __future__ import annotations
@@ -22,11 +25,14 @@ from typing import Any
 
 import yaml
 from jinja2 import Environment, StrictUndefined
+from markupsafe import Markup, escape
 
 import userturn
 from userturn.analysis.tables import Table, all_tables
 from userturn.analysis.views import Analysis, analyze
 from userturn.errors import UserError, read_text
+from userturn.redact import redact
+from userturn.report.headline import headlines
 from userturn.run.outputs import iter_records, write_json
 from userturn.run.store import open_run
 
@@ -46,11 +52,15 @@ CAPTIONS = {
     "thin over many items or concentrated in a few?",
     "rollout_turns": "Rollouts: the genuine rate at each user turn, and the share of "
     "conversations still genuine at every turn so far.",
+    "likelihood": "Likelihood probe: how often the real next user turn outscores every "
+    "degenerate candidate, and by how much (mean per-token log-likelihood; the secondary "
+    "ranking, see the likelihood table for answer PMI and role contrast).",
 }
 KEEP = (
     "id",
     "item_id",
     "model",
+    "config",
     "dataset",
     "temperature",
     "sample",
@@ -64,6 +74,14 @@ KEEP = (
     "probe",
     "turn",
     "candidates",
+    "prefers_real",
+    "margin",
+    "counterfactuals",
+    "pmi_real",
+    "pmi_unrelated",
+    "role_real",
+    "role_opening",
+    "excluded",
 )
 
 
@@ -76,6 +94,8 @@ class Report:
     judge: str | None
     transcripts: int
     records: int
+    judge_text: str
+    """The judge as the report names it (a likelihood run needs none)."""
 
 
 def pick_judge(a: Analysis, run_dir: Path, judge: str | None) -> str | None:
@@ -89,14 +109,16 @@ def pick_judge(a: Analysis, run_dir: Path, judge: str | None) -> str | None:
                 field="judge",
             )
         return judge
-    configured = _manifest(run_dir).get("config", {}).get("judges") or []
+    configured = read_manifest(run_dir).get("config", {}).get("judges") or []
     for j in configured:
         if j in present:
             return str(j)
-    return present[0] if present else None
+    # likelihood cells carry no judge: a run with judged turns is about their judge
+    judged = [j for j in present if j is not None]
+    return judged[0] if judged else None
 
 
-def _manifest(run_dir: Path) -> dict[str, Any]:
+def read_manifest(run_dir: Path) -> dict[str, Any]:
     """The run's manifest, or {} when there is none; a damaged one is a one-line error."""
     path = run_dir / "manifest.yaml"
     if not path.is_file():
@@ -113,16 +135,20 @@ def _manifest(run_dir: Path) -> dict[str, Any]:
 
 
 def _meta(run_dir: Path, a: Analysis, n_records: int) -> list[tuple[str, str]]:
-    m = _manifest(run_dir)
+    m = read_manifest(run_dir)
     cfg = m.get("config", {})
     rows = [
         ("models", ", ".join(dict.fromkeys(c.model for c in a.cells))),
         ("datasets", ", ".join(dict.fromkeys(c.dataset for c in a.cells))),
         ("configs", ", ".join(a.configs)),
-        ("user turns", str(n_records)),
+        ("records (user turns and likelihood contexts)", str(n_records)),
         ("cells", str(len(a.cells))),
         ("unparseable + errored judgments", str(sum(c.failed for c in a.cells))),
     ]
+    # the likelihood probe samples no user turn and calls no judge: those settings of
+    # its config are unused, and listing them (judges: ["offline"]) would mislead
+    unused = {"temperatures", "samples", "judges", "max_user_tokens"}
+    likelihood_only = bool(a.cells) and all(c.probe == "likelihood" for c in a.cells)
     for key in (
         "temperatures",
         "samples",
@@ -133,7 +159,7 @@ def _meta(run_dir: Path, a: Analysis, n_records: int) -> list[tuple[str, str]]:
         "max_user_tokens",
         "seed",
     ):
-        if key in cfg:
+        if key in cfg and not (likelihood_only and key in unused):
             rows.append((key, json.dumps(cfg[key], ensure_ascii=False)))
     if "frozen_date" in m:
         rows.append(("frozen date", str(m["frozen_date"])))
@@ -169,9 +195,16 @@ def script_json(data: Any) -> str:
     return text
 
 
+def wbr(text: Any) -> Markup:
+    """Escaped text with a line-break opportunity after each ``_``: label names as column
+    headers then wrap at their words, and a table of eight labels fits a narrow page."""
+    return Markup(str(escape(str(text))).replace("_", "_<wbr>"))
+
+
 def _render(context: dict[str, Any]) -> str:
     source = resources.files("userturn.report").joinpath("template.html").read_text("utf-8")
     env = Environment(autoescape=True, undefined=StrictUndefined)
+    env.filters["wbr"] = wbr
     return env.from_string(source).render(**context)
 
 
@@ -183,9 +216,8 @@ def build_report(
 
     with open_run(run_dir) as store:
         a = analyze(store)
-        total = store.count_user_turns()  # likelihood contexts have no transcript
-        turns = (r for r in iter_records(store) if r["probe"] != "likelihood")
-        records = [_slim(r) for r in islice(turns, max_transcripts)]
+        total = store.count_user_turns() + _count_likelihood(store)
+        records = [_slim(r) for r in islice(iter_records(store), max_transcripts)]
     judge = pick_judge(a, run_dir, judge)
     folder = run_dir / "report"
     # a table with no rows (say the likelihood table of a generation run) is left out
@@ -194,9 +226,8 @@ def build_report(
     figs = plotting.write_plots(a, judge, folder / "plots")
     write_json(folder / "analysis.json", {"judge": judge, **a.to_json()})
     html = folder / "report.html"
-    html.write_text(
-        _render(_context(run_dir, a, judge, tables, figs, records, total)), encoding="utf-8"
-    )
+    page = _render(_context(run_dir, a, judge, tables, figs, records, total))
+    html.write_text(redact(page), encoding="utf-8")  # shareable: no credentials in URLs
     log.info("wrote %s", html)
     return Report(
         folder,
@@ -206,7 +237,26 @@ def build_report(
         judge,
         len(records),
         total,
+        judge_text(a, judge),
     )
+
+
+def _count_likelihood(store: Any) -> int:
+    return sum(1 for r in iter_records(store) if r["probe"] == "likelihood")
+
+
+def _probes(a: Analysis) -> list[str]:
+    return list(dict.fromkeys(c.probe for c in a.cells))
+
+
+def judge_text(a: Analysis, judge: str | None) -> str:
+    """What the report says about its judge: the likelihood probe has none by design, so
+    it must not be told to run one."""
+    if judge is not None:
+        return judge
+    if set(_probes(a)) <= {"likelihood"} and a.cells:
+        return "none needed (likelihood probe: scored by the model's own log-likelihoods)"
+    return "none (no judgments yet: userturn judge --run DIR --judge SPEC)"
 
 
 def _context(
@@ -219,9 +269,9 @@ def _context(
     total: int,
 ) -> dict[str, Any]:
     note = (
-        f"All {total} user turns are embedded."
+        f"All {total} user turns and contexts are embedded."
         if len(embedded) == total
-        else f"The first {len(embedded)} of {total} user turns (store order) are "
+        else f"The first {len(embedded)} of {total} user turns and contexts (store order) are "
         "embedded; all of them are in records.jsonl (raise --max-transcripts)."
     )
     plots = [
@@ -236,7 +286,9 @@ def _context(
         "title": run_dir.resolve().name,
         "version": userturn.__version__,
         "run_dir": str(run_dir),
-        "judge": str(judge) if judge else "none (no judgments yet: userturn judge --run)",
+        "judge": judge_text(a, judge),
+        "headlines": headlines(a, judge),
+        "probes": _probes(a),
         "meta": _meta(run_dir, a, total),
         "tables": tables,
         "plots": plots,

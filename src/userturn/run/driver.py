@@ -27,12 +27,14 @@ from userturn.datasets import load_dataset
 from userturn.errors import UserError, read_text
 from userturn.judges import Judge, load_judge
 from userturn.perturb import load_perturbation
+from userturn.run.events import AnswerEvent, LikelihoodEvent, UserEvent
 from userturn.run.executors import Job, make_executor
 from userturn.run.judge_stage import JudgeTally, judge_rows
-from userturn.run.outputs import manifest, write_json, write_manifest, write_outputs
+from userturn.run.outputs import KEPT, manifest, write_json, write_manifest, write_outputs
 from userturn.run.records import AnswerRecord, CellSummary, UserTurnRecord, content_key
-from userturn.run.store import STORE_NAME, Store, open_run
-from userturn.run.worker import AnswerEvent, LikelihoodEvent, UserEvent, samples_at
+from userturn.run.store import STORE_NAME, Store, hold, open_run
+from userturn.run.worker import samples_at
+from userturn.types import Item
 
 log = logging.getLogger(__name__)
 HUMAN_REFERENCE = "human-reference"
@@ -91,15 +93,29 @@ class RunResult:
 
 
 class RunInterrupted(Exception):
-    """Ctrl-C during a run: what is stored stays, and the same command resumes."""
+    """Ctrl-C or SIGTERM during a run: what is stored stays, the outputs are rewritten to
+    cover it, and the same command resumes."""
 
     def __init__(self, out: Path, stored: int) -> None:
-        where = f"in {out}" if stored else "(the new run directory was removed)"
+        where = (
+            f"in {out} (records.jsonl and summary.json cover them)"
+            if stored
+            else "(the new run directory was removed)"
+        )
         super().__init__(
             f"interrupted: {stored} records stored {where}; run the same command to resume"
         )
         self.out = out
         self.stored = stored
+
+
+def interrupted(out: Path, store: Store) -> RunInterrupted:
+    """The stop of an interrupted run, after writing its outputs from the store (a run
+    stopped by a scheduler's SIGTERM is then readable as far as it got)."""
+    stored = store.count_records()
+    if stored:
+        write_outputs(out, store)
+    return RunInterrupted(out, stored)
 
 
 # planning ---------------------------------------------------------------------------------
@@ -163,7 +179,11 @@ def check_plan(cfg: RunConfig) -> None:
     template file, before any work: a typo in the second ``--model`` must not surface
     after the first model's rows are stored."""
     for model in cfg.models:
-        registry.model_spec(model)
+        _, spec = registry.model_spec(model)
+        if spec.kind == "llamacpp":  # the file itself, by llama.cpp's reader: milliseconds
+            from userturn.backends.llamacpp import LlamaCppBackend
+
+            LlamaCppBackend(spec).check_file()
     for pert in cfg.perturbations:
         load_perturbation(pert)
     if cfg.chat_template is not None:
@@ -187,6 +207,16 @@ def check_rollout(cfg: RunConfig) -> None:
             "--best-of needs a user temperature > 0: greedy candidates are all the same",
             field="best_of",
         )
+    if cfg.best_of > 1:
+        chooser = cfg.select_judge or (cfg.judges[0] if cfg.judges else None)
+        if chooser is None or not [j for j in cfg.judges if j != chooser]:
+            raise UserError(
+                f"--best-of turns chosen by judge {chooser!r} cannot be scored by it (a "
+                "selected turn looks genuine to its selector, true or not): give a second "
+                "--judge to score them (the first chooses), or --select-judge SPEC naming "
+                "another judge to choose",
+                field="best_of",
+            )
 
 
 def load_judges(cfg: RunConfig) -> list[Judge]:
@@ -215,9 +245,10 @@ def check_out(out: Path) -> None:
 
 
 @contextmanager
-def run_directory(out: Path) -> Iterator[Store]:
-    """The run's store; a directory this run created is removed again if the run fails
-    before its first stored row, so a failed command leaves nothing behind."""
+def run_directory(out: Path, command: str = "run") -> Iterator[Store]:
+    """The run's store, under the directory's writer lock (a second writer is refused);
+    a directory this run created is removed again if the run fails before its first
+    stored row, so a failed command leaves nothing behind."""
     check_out(out)
     created = [p for p in [out, *out.parents] if not p.exists()]
     try:
@@ -226,13 +257,13 @@ def run_directory(out: Path) -> Iterator[Store]:
         raise UserError(f"cannot create the run directory: {exc.strerror}", file=str(out)) from exc
     existing = (out / STORE_NAME).exists() or (out / "records.jsonl").exists()
     store = open_run(out) if existing else Store(out / STORE_NAME)
+    hold(store, out, command)  # refused: the directory is another process's now, keep it
     try:
         yield store
     except BaseException:
-        empty = store.count_records() == 0
+        if created and store.count_records() == 0:
+            shutil.rmtree(created[-1], ignore_errors=True)  # still ours: the lock is held
         store.close()
-        if created and empty:
-            shutil.rmtree(created[-1], ignore_errors=True)
         raise
     store.close()
 
@@ -255,6 +286,34 @@ def register_config(store: Store, cfg: RunConfig, date: str) -> str:
     return config_id
 
 
+def item_hash(item: Item) -> str:
+    """What an item is, as far as a run can tell: its messages and its gold data (not
+    its id, line number or other metadata)."""
+    return content_key("item", item.messages, item.reference, item.reference_turn)
+
+
+def register_items(store: Store, jobs: list[Job]) -> None:
+    """Remember each item's content hash; refuse a dataset whose items changed.
+
+    Why: cells are grouped by dataset name, and record keys hash the rendered context,
+    so an edited file, or another file with the same name and ids, would silently add
+    its contexts to the old cells instead of resuming them."""
+    for job in jobs:
+        known = store.item_hashes(job.dataset.id)
+        mine = {it.id: item_hash(it) for it in job.items}
+        changed = [i for i, h in mine.items() if known.get(i, h) != h]
+        if changed:
+            more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
+            raise UserError(
+                f"dataset {job.dataset.id!r} is not the data this run was made with: item "
+                f"{changed[0]!r}{more} changed (an edited file, or another file of the same "
+                "name); use another --out, or give the changed file another name",
+                file=str(store.path.parent),
+                field="dataset",
+            )
+        store.put_item_hashes(job.dataset.id, {i: h for i, h in mine.items() if i not in known})
+
+
 # the run --------------------------------------------------------------------------------
 def run(cfg: RunConfig, out: Path | None = None, progress: Progress | None = None) -> RunResult:
     if cfg.probe == "rollout":
@@ -274,7 +333,7 @@ def run(cfg: RunConfig, out: Path | None = None, progress: Progress | None = Non
             try:
                 return _run(cfg, out, store, jobs, judges, progress)
             except KeyboardInterrupt:
-                raise RunInterrupted(out, store.count_records()) from None
+                raise interrupted(out, store) from None
     finally:
         for judge in judges:
             judge.close()
@@ -291,6 +350,7 @@ def _run(
     today = cfg.frozen_date or dt.date.today().isoformat()
     date = dt.date.fromisoformat(store.set_meta_default("frozen_date", today))
     config_id = register_config(store, cfg, date.isoformat())
+    register_items(store, jobs)
     stats = RunStats()
     turns, described = _generate(cfg, jobs, store, date, config_id, stats, progress)
     if cfg.judge_reference:
@@ -313,7 +373,7 @@ def finish_run(
     """Write a finished invocation's outputs (records, summary, stats, manifest): the
     probe and rollouts end the same way, so their run directories read the same."""
     cells = write_outputs(out, store)
-    write_json(out / "run_stats.json", stats.to_json())
+    write_json(out / "run_stats.json", stats.to_json(), KEPT)
     datasets = [
         {**j.dataset.describe(), "id": j.dataset.id, "items_used": len(j.items)} for j in jobs
     ]
@@ -339,9 +399,10 @@ def _generate(
     reused: set[str] = set()
     described = []
     n_items = sum(len(j.items) for j in jobs)
+    unit = "contexts scored" if cfg.probe == "likelihood" else "user turns"
     for model in cfg.models:
         progress.stage(f"answers {model}", n_items)
-        progress.stage(f"user turns {model}", planned_user_turns(cfg, jobs))
+        progress.stage(f"{unit} {model}", planned_user_turns(cfg, jobs))
         executor = make_executor(cfg)
         for ev in executor.run_model(model, cfg, date, config_id, jobs, known, done):
             if isinstance(ev, AnswerEvent):
@@ -349,14 +410,14 @@ def _generate(
                 progress.advance(f"answers {model}")
             elif isinstance(ev, LikelihoodEvent):
                 _on_likelihood(ev, store, done, stats)
-                progress.advance(f"user turns {model}")
+                progress.advance(f"{unit} {model}")
             else:
                 _on_user(ev, store, done, stats)
                 if ev.generated:
                     turns.append(ev.record)
                 else:
                     reused.add(ev.record.key)
-                progress.advance(f"user turns {model}")
+                progress.advance(f"{unit} {model}")
         described.append(executor.describe_model())
     # A reused turn's event carries the planned record, without the text: the stored
     # record is what a judge (say, after a kill before judging) must read.
@@ -375,6 +436,7 @@ def on_answer(
         stats.answers_generated += 1
         stats.model_calls += 1
         stats.count_tokens("answer", rec.prompt_tokens, rec.prompt_tokens_reused)
+        stats.add("answer_completion_tokens", rec.completion_tokens)
     else:
         stats.answers_reused += 1
 
@@ -389,6 +451,7 @@ def _on_user(ev: UserEvent, store: Store, done: set[str], stats: RunStats) -> No
     stats.generated += 1
     stats.model_calls += 1
     stats.count_tokens("user", rec.prompt_tokens, rec.prompt_tokens_reused)
+    stats.add("user_completion_tokens", rec.user_tokens)
 
 
 def _on_likelihood(ev: LikelihoodEvent, store: Store, done: set[str], stats: RunStats) -> None:

@@ -62,20 +62,22 @@ def judge_rows(
     advance: Callable[[int], None] | None = None,
     retry_failed: bool = False,
 ) -> JudgeTally:
-    """Judge ``turns`` with every judge, storing as batches finish."""
+    """Judge ``turns`` with every judge, storing each verdict as it arrives: a kill in
+    the middle of a batch loses only the calls still in flight, never an answered one."""
     tally = JudgeTally()
     for judge in judges:
         todo = pending(store, judge, turns, retry_failed)
         for start in range(0, len(todo), BATCH):
             batch = todo[start : start + BATCH]
-            verdicts = judge.judge([judge_input(t) for t in batch])
-            assert len(verdicts) == len(batch), f"judge {judge.id} dropped outputs"
-            for turn, v in zip(batch, verdicts, strict=True):
-                store.put_judgment(turn.key, replace(v, judge=judge.id, version=judge.version))
+            seen: set[int] = set()
+            for i, v in judge.judge_each([judge_input(t) for t in batch]):
+                store.put_judgment(batch[i].key, replace(v, judge=judge.id, version=judge.version))
+                seen.add(i)
                 tally.calls += int(v.usage.get("calls", 0))
                 tally.failed[judge.id] = tally.failed.get(judge.id, 0) + (v.status != "ok")
-            tally.judged[judge.id] = tally.judged.get(judge.id, 0) + len(batch)
-            tally.written += len(batch)
-            if advance:
-                advance(len(batch))
+                tally.judged[judge.id] = tally.judged.get(judge.id, 0) + 1
+                tally.written += 1
+                if advance:
+                    advance(1)
+            assert len(seen) == len(batch), f"judge {judge.id} dropped outputs"
     return tally

@@ -2,8 +2,7 @@
 
 For a context whose real next user turn is known (held-out conversations, MT-Bench's
 scripted second turn, ``jsonl`` rows with ``reference_turn``), the probe renders exactly
-the prompt the generation probe continues and scores candidate next user turns by their
-mean per-token log-likelihood, each followed by the template's user end marker:
+the prompt the generation probe continues and scores candidate next user turns:
 
 - ``real``: the person's actual next turn;
 - ``previous_turn_restate``: the previous user turn, verbatim;
@@ -12,32 +11,30 @@ mean per-token log-likelihood, each followed by the template's user end marker:
 - ``new_task_prompt``: one fixed unrelated request, the first user message of another
   item of the same dataset (chosen by a hash of the item id, so it never changes).
 
-A context "prefers" the real turn when it beats every degenerate candidate; the margin
-is the real turn's score minus the best degenerate one's. No judge is involved, so the
-measure costs no judge error. Candidates are built deterministically and versioned
-(``CANDIDATES_VERSION``), and every record stores its candidates and their scores.
+Version 2 (the default) scores the real turn and the controls under more than one
+condition (``likelihood_plan``): counterfactual answers (answer PMI) and the template's
+assistant header (role contrast), each comparing the same text with itself. The
+candidates' ranking by mean per-token log-likelihood (``prefers_real``, ``margin``) is
+kept as a secondary field: it mostly measures how easy each text is to copy, so the real
+turn almost never wins it. Version 1 records (ranking only, end marker scored) still
+read. Candidates are built deterministically and versioned (``CANDIDATES_VERSION``), and
+every record stores its candidates, conditions and scores.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, ClassVar, Literal
 
-from userturn.types import Item, Message, ScoreRequest
+from userturn.run.likelihood_plan import Counterfactual, opening, scored_text
+from userturn.types import Item, Message, ScoreRequest, ScoreResult
 
-CANDIDATES_VERSION = "1"
-OPENING_WORDS = 40
+CANDIDATES_VERSION = "2"
+"""2: answer PMI and role contrast, no end marker scored; 1: the ranking alone."""
 CandidateKind = Literal[
     "real", "previous_turn_restate", "assistant_turn_restate", "new_task_prompt"
 ]
-DEGENERATE: tuple[CandidateKind, ...] = (
-    "previous_turn_restate",
-    "assistant_turn_restate",
-    "new_task_prompt",
-)
-_SENTENCE = re.compile(r"(.+?[.!?])(\s|$)", re.S)
 
 
 @dataclass(frozen=True)
@@ -45,8 +42,12 @@ class ScoredCandidate:
     kind: CandidateKind
     text: str
     logprob: float
-    """Sum of the continuation's token log-probabilities (candidate + user end marker)."""
+    """Sum of the continuation's token log-probabilities (version 1: with the user end
+    marker; version 2: the text alone)."""
     n_tokens: int
+    condition: str = "user"
+    """``user`` (the real context, user header), ``assistant`` (the template's assistant
+    header) or ``cf<k>`` (the k-th counterfactual answer, user header)."""
 
     @property
     def mean(self) -> float:
@@ -54,22 +55,21 @@ class ScoredCandidate:
         return self.logprob / max(self.n_tokens, 1)
 
 
-def opening(answer: str) -> str:
-    """The assistant answer's first sentence, at most ``OPENING_WORDS`` words."""
-    text = answer.strip()
-    match = _SENTENCE.match(text)
-    first = match.group(1) if match else text
-    words = first.split()
-    return " ".join(words[:OPENING_WORDS])
-
-
-def unrelated(item: Item, pool: list[Item]) -> str | None:
-    """The first user message of another item, fixed per item (hash of its id)."""
+def unrelated_item(item: Item, pool: list[Item]) -> Item | None:
+    """The other item the unrelated request comes from, fixed per item (hash of its id)."""
     others = [it for it in pool if it.id != item.id]
     if not others:
         return None
     pick = int(hashlib.sha256(item.id.encode()).hexdigest()[:8], 16) % len(others)
-    first = next((m for m in others[pick].messages if m["role"] == "user"), None)
+    return others[pick]
+
+
+def unrelated(item: Item, pool: list[Item]) -> str | None:
+    """The first user message of another item, fixed per item (hash of its id)."""
+    source = unrelated_item(item, pool)
+    if source is None:
+        return None
+    first = next((m for m in source.messages if m["role"] == "user"), None)
     return None if first is None else str(first["content"])
 
 
@@ -90,8 +90,56 @@ def candidates(
     ]
 
 
-def score_request(prompt: str, cands: list[tuple[CandidateKind, str]], end: str) -> ScoreRequest:
-    return ScoreRequest(prompt=prompt, continuations=tuple(text + end for _, text in cands))
+CF_KINDS: tuple[CandidateKind, ...] = ("real", "new_task_prompt")
+"""Scored under each counterfactual answer: the real turn and its unrelated control."""
+ASSISTANT_KINDS: tuple[CandidateKind, ...] = ("real", "assistant_turn_restate")
+"""Scored under the assistant header: the real turn and the answer's opening."""
+
+
+def conditioned(
+    cands: list[tuple[CandidateKind, str]], n_counterfactuals: int, assistant: bool = True
+) -> tuple[ScoredCandidate, ...]:
+    """Every (candidate, condition) pair a version 2 record scores, unscored, grouped by
+    condition: all four under the user header, ``ASSISTANT_KINDS`` under the assistant
+    header (left out where the template refuses two assistant turns in a row), then
+    ``CF_KINDS`` under each counterfactual. The order is the requests' order."""
+    text = dict(cands)
+    out = [ScoredCandidate(k, t, 0.0, 0, "user") for k, t in cands]
+    if assistant:
+        out += [ScoredCandidate(k, text[k], 0.0, 0, "assistant") for k in ASSISTANT_KINDS]
+    for i in range(n_counterfactuals):
+        out += [ScoredCandidate(k, text[k], 0.0, 0, f"cf{i}") for k in CF_KINDS]
+    return tuple(out)
+
+
+def conditions(cands: tuple[ScoredCandidate, ...]) -> list[str]:
+    """The conditions in the order their requests are sent."""
+    return list(dict.fromkeys(c.condition for c in cands))
+
+
+def score_requests(
+    cands: tuple[ScoredCandidate, ...], prompts: dict[str, str], end: str
+) -> list[ScoreRequest]:
+    """One request per condition (its prompt, its candidates in order)."""
+    return [
+        ScoreRequest(
+            prompt=prompts[cond],
+            continuations=tuple(scored_text(c.text, end) for c in cands if c.condition == cond),
+        )
+        for cond in conditions(cands)
+    ]
+
+
+def filled(
+    cands: tuple[ScoredCandidate, ...], results: list[ScoreResult]
+) -> tuple[ScoredCandidate, ...]:
+    """The candidates with the scores of ``score_requests``' results (same order)."""
+    by_cond = {cond: list(res.scores) for cond, res in zip(conditions(cands), results, strict=True)}
+    out = []
+    for c in cands:
+        s = by_cond[c.condition].pop(0)
+        out.append(replace(c, logprob=s.logprob, n_tokens=s.n_tokens))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -113,26 +161,56 @@ class LikelihoodRecord:
     candidates_version: str = CANDIDATES_VERSION
     prompt_tokens: int = 0
     prompt_tokens_reused: int = 0
+    counterfactuals: tuple[Counterfactual, ...] = ()
+    """The counterfactual answers ``cf<k>`` stands for (version 2)."""
+    excluded: str | None = None
+    """Why the context is left out of every measure (its reference copies a context turn);
+    such a record has no candidates."""
 
     COLUMNS: ClassVar[frozenset[str]] = frozenset(
         {"key", "item_id", "model", "dataset", "config", "perturbation"}
     )
 
+    def _user(self) -> list[ScoredCandidate]:
+        return [c for c in self.candidates if c.condition == "user"]
+
     @property
     def real(self) -> ScoredCandidate:
-        return next(c for c in self.candidates if c.kind == "real")
+        return next(c for c in self._user() if c.kind == "real")
 
     @property
     def best_degenerate(self) -> ScoredCandidate:
-        return max((c for c in self.candidates if c.kind != "real"), key=lambda c: c.mean)
+        return max((c for c in self._user() if c.kind != "real"), key=lambda c: c.mean)
 
     @property
-    def prefers_real(self) -> bool:
-        return self.real.mean > self.best_degenerate.mean
+    def prefers_real(self) -> bool | None:
+        """The ranking (secondary): the real turn beats every degenerate candidate by mean
+        per-token log-likelihood under the user header."""
+        return None if self.excluded else self.real.mean > self.best_degenerate.mean
 
     @property
-    def margin(self) -> float:
-        return self.real.mean - self.best_degenerate.mean
+    def margin(self) -> float | None:
+        return None if self.excluded else self.real.mean - self.best_degenerate.mean
+
+    def logprob(self, kind: str, condition: str) -> float | None:
+        found = [c for c in self.candidates if c.kind == kind and c.condition == condition]
+        return found[0].logprob if found else None
+
+    def pmi(self, kind: CandidateKind = "real") -> float | None:
+        """Answer PMI of a candidate: under the real answer minus the mean under the
+        counterfactual answers (nats, whole text). None for version 1 or no
+        counterfactual."""
+        base = self.logprob(kind, "user")
+        alt = [self.logprob(kind, f"cf{i}") for i in range(len(self.counterfactuals))]
+        if base is None or not alt or any(a is None for a in alt):
+            return None
+        return base - sum(a for a in alt if a is not None) / len(alt)
+
+    def role(self, kind: CandidateKind = "real") -> float | None:
+        """Role contrast of a candidate: under the user header minus under the assistant
+        header (nats, whole text). None for version 1."""
+        user, asst = self.logprob(kind, "user"), self.logprob(kind, "assistant")
+        return None if user is None or asst is None else user - asst
 
     def to_row(self) -> dict[str, Any]:
         return {
@@ -145,13 +223,23 @@ class LikelihoodRecord:
             "candidates_version": self.candidates_version,
             "prompt_tokens": self.prompt_tokens,
             "prompt_tokens_reused": self.prompt_tokens_reused,
+            "counterfactuals": [asdict(c) for c in self.counterfactuals],
+            "excluded": self.excluded,
         }
 
     @classmethod
     def from_row(cls, columns: dict[str, Any], data: dict[str, Any]) -> LikelihoodRecord:
         cands = tuple(ScoredCandidate(**c) for c in data["candidates"])
-        rest = {k: v for k, v in data.items() if k not in ("candidates", "messages")}
-        return cls(**columns, messages=tuple(data["messages"]), candidates=cands, **rest)
+        cfs = tuple(Counterfactual(**c) for c in data.get("counterfactuals") or ())
+        skip = ("candidates", "messages", "counterfactuals")
+        rest = {k: v for k, v in data.items() if k not in skip}
+        return cls(
+            **columns,
+            messages=tuple(data["messages"]),
+            candidates=cands,
+            counterfactuals=cfs,
+            **rest,
+        )
 
     def to_line(self) -> dict[str, Any]:
         """Its records.jsonl line (``probe: "likelihood"``, one per context)."""
@@ -170,10 +258,22 @@ class LikelihoodRecord:
             "candidates_version": self.candidates_version,
             "prefers_real": self.prefers_real,
             "margin": self.margin,
+            "pmi_real": self.pmi("real"),
+            "pmi_unrelated": self.pmi("new_task_prompt"),
+            "role_real": self.role("real"),
+            "role_opening": self.role("assistant_turn_restate"),
+            "counterfactuals": [asdict(c) for c in self.counterfactuals],
+            "excluded": self.excluded,
             "prompt_sha": self.prompt_sha,
             "template_sha": self.template_sha,
         }
 
 
 def _json(c: ScoredCandidate) -> dict[str, Any]:
-    return {"kind": c.kind, "text": c.text, "logprob": c.logprob, "n_tokens": c.n_tokens}
+    return {
+        "kind": c.kind,
+        "text": c.text,
+        "logprob": c.logprob,
+        "n_tokens": c.n_tokens,
+        "condition": c.condition,
+    }

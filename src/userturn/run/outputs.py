@@ -2,8 +2,9 @@
 plus records.parquet when pyarrow is installed (the output contract in the README).
 
 All but run_stats.json are rebuilt from the store, so they always cover everything in
-it, whatever this invocation did. Every file is written to a temporary name and renamed,
-so a killed run never leaves a half-written output.
+it, whatever this invocation did. Every file, records.parquet included, is written to a
+temporary name of its own and renamed, so a killed run never leaves a half-written
+output, and a failed write (a full disk) leaves no temporary file behind.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from typing import Any
 import yaml
 
 from userturn.analysis.cells import summary_cells
+from userturn.redact import redact_data
+from userturn.run.atomic import replacing, write_chunks
 from userturn.run.records import CellSummary, Transcript, likelihood_line, record_line
 from userturn.run.store import Store
 
@@ -33,32 +36,39 @@ def transcripts(store: Store) -> Iterator[Transcript]:
 
 def iter_records(store: Store) -> Iterator[dict[str, Any]]:
     """One records.jsonl line per user turn, then one per likelihood-probe context, each
-    with its answer: together every stored field (``userturn recover`` reads them back)."""
+    with its answer and its item's content hash (``item_sha``): together every stored
+    field (``userturn recover`` reads them back)."""
     answers = {a.key: a for a in store.answers()}
     judgments = store.judgments()
+    items = store.all_item_hashes()
     for turn in store.user_turns():
-        yield record_line(turn, answers.get(turn.answer_key), judgments.get(turn.key, []))
+        line = record_line(turn, answers.get(turn.answer_key), judgments.get(turn.key, []))
+        yield {**line, "item_sha": items.get((turn.dataset, turn.item_id))}
     for rec in store.likelihoods():
-        yield likelihood_line(rec, answers.get(rec.answer_key))
+        line = likelihood_line(rec, answers.get(rec.answer_key))
+        yield {**line, "item_sha": items.get((rec.dataset, rec.item_id))}
 
 
-def write_json(path: Path, data: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
+KEPT = "the store is intact and holds every record"
+"""What survives a failed output write of a run (the outputs are rebuilt from the store)."""
+
+
+def write_json(path: Path, data: Any, kept: str = "the previous file is unchanged") -> None:
+    write_chunks(path, [json.dumps(data, indent=2, ensure_ascii=False) + "\n"], kept)
 
 
 def write_outputs(out: Path, store: Store) -> list[CellSummary]:
     """Write records.jsonl and summary.json (and parquet if possible); return the cells."""
-    tmp = out / "records.jsonl.tmp"
-    records = []
-    with tmp.open("w", encoding="utf-8") as f:
+    records: list[dict[str, Any]] = []
+
+    def lines() -> Iterator[str]:
         for rec in iter_records(store):
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
             records.append(rec)
-    tmp.replace(out / "records.jsonl")
+            yield json.dumps(rec, ensure_ascii=False) + "\n"
+
+    write_chunks(out / "records.jsonl", lines(), KEPT)
     cells = summary_cells(store)
-    write_json(out / "summary.json", {"cells": [c.to_json() for c in cells]})
+    write_json(out / "summary.json", {"cells": [c.to_json() for c in cells]}, KEPT)
     _maybe_parquet(out, records)
     return cells
 
@@ -74,7 +84,8 @@ def _maybe_parquet(out: Path, records: list[dict[str, Any]]) -> None:
         return
     columns = list(dict.fromkeys(k for r in records for k in r))
     flat = [{k: _flat(r.get(k)) for k in columns} for r in records]
-    pq.write_table(pa.Table.from_pylist(flat), out / "records.parquet")
+    with replacing(out / "records.parquet", KEPT + " (records.jsonl too)") as tmp:
+        pq.write_table(pa.Table.from_pylist(flat), tmp)
 
 
 def _flat(value: Any) -> Any:
@@ -182,6 +193,5 @@ def manifest(
 
 
 def write_manifest(out: Path, data: dict[str, Any]) -> None:
-    tmp = out / "manifest.yaml.tmp"
-    tmp.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
-    tmp.replace(out / "manifest.yaml")
+    text = yaml.safe_dump(redact_data(data), sort_keys=False, allow_unicode=True)
+    write_chunks(out / "manifest.yaml", [text], KEPT)

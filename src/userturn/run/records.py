@@ -3,8 +3,8 @@
 Stages pass these frozen dataclasses, never loose dicts, so a reader finds every field
 of an answer or a user turn here, with its meaning. The store keeps each record as its
 indexed columns plus a JSON ``data`` column (``to_row``/``from_row``); ``records.jsonl``
-lines are built by :func:`record_line` from the same objects, so design.md's output
-contract is this code.
+lines are built by :func:`record_line` from the same objects, so the output contract
+(the keys of a line) is this code.
 
 Keys: every record's key is a content hash (:func:`content_key`) of what produced it,
 including the run's config fingerprint and the dataset, so two experiments or two
@@ -162,13 +162,6 @@ class UserTurnRecord:
         return cls(**columns, **kept)
 
 
-RECORD_VERSION = 3
-"""records.jsonl lines gained ``config``, ``probe`` and ``turn`` in version 2, and in
-version 3 every stored field the lines lacked (token counts, the answer's prompt and
-template SHAs and scorer detail, ``perturbation_version``, ``context_model``, judge
-usage, and the answer on likelihood lines), so ``userturn recover`` loses nothing.
-Readers take a key missing from an older line as the field's default."""
-
 ANSWER_LINE_KEYS: dict[str, str] = {
     "model": "answer_model",
     "text": "answer",
@@ -201,7 +194,7 @@ def answer_fields(answer: AnswerRecord | None) -> dict[str, Any]:
 def record_line(
     turn: UserTurnRecord, answer: AnswerRecord | None, judgments: list[Judgment]
 ) -> dict[str, Any]:
-    """One records.jsonl line (design.md's table, plus every other stored field, so the
+    """One records.jsonl line (the documented keys, plus every other stored field, so the
     store can be rebuilt from the lines), in a stable key order."""
     return {
         "id": turn.key,
@@ -292,12 +285,29 @@ class CellSummary:
     ci_corrected_high: float | None = None
     correction_note: str | None = None
     judge_card: str | None = None
+    correction_strata: dict[str, str | None] | None = None
+    """Card strata the correction used (``{"dataset": "gsm8k", "model": ...}``); a None
+    value: the card does not cover the run on that axis (extrapolated, see the note)."""
+    correction_sensitivity: float | None = None
+    correction_specificity: float | None = None
+    selected_by: str | None = None
+    """Best-of rollouts: the judge that chose the kept turns (their cells are never
+    corrected: the card describes turns nobody selected)."""
     gf_at_k: dict[int, float] | None = None
+    gf_at_k_corrected: dict[int, float] | None = None
+    gf_at_k_corrected_ci: dict[int, list[float]] | None = None
+    gf_at_k_null: dict[int, float] | None = None
+    """GF@k a judge with the card's error rates reports when no turn is genuine."""
     items_never: float | None = None
     items_sometimes: float | None = None
     items_always: float | None = None
     item_rate_histogram: list[int] | None = None
     """Items per tenth of per-item rate ([0, 0.1), ..., [0.9, 1.0])."""
+    items_never_null: float | None = None
+    items_sometimes_null: float | None = None
+    items_always_null: float | None = None
+    """The never/sometimes/always shares a judge with these error rates reports when no
+    turn is genuine."""
     challenge_rate: float | None = None
     challenge_n: int = 0
     n_not_applied: int = 0
@@ -309,9 +319,46 @@ class CellSummary:
     margin: float | None = None
     margin_ci_low: float | None = None
     margin_ci_high: float | None = None
+    likelihood_version: str | None = None
+    """The likelihood records' candidates version (``2``: the measures below)."""
+    likelihood_excluded: int = 0
+    """Contexts left out: their reference turn equals a turn of the context."""
+    pmi_share: float | None = None
+    """Answer PMI of the real next turn: share of contexts above 0 (Wilson CI)."""
+    pmi_share_ci_low: float | None = None
+    pmi_share_ci_high: float | None = None
+    pmi_mean: float | None = None
+    """Mean answer PMI of the real next turn, nats (bootstrap CI over contexts)."""
+    pmi_mean_ci_low: float | None = None
+    pmi_mean_ci_high: float | None = None
+    pmi_control_share: float | None = None
+    """The same share for the unrelated-request control."""
+    pmi_control_mean: float | None = None
+    pmi_excess_share: float | None = None
+    """``pmi_share`` minus ``pmi_control_share`` (paired bootstrap CI over contexts)."""
+    pmi_excess_share_ci_low: float | None = None
+    pmi_excess_share_ci_high: float | None = None
+    pmi_excess_mean: float | None = None
+    """Mean of (real minus control) answer PMI per context, nats."""
+    pmi_excess_mean_ci_low: float | None = None
+    pmi_excess_mean_ci_high: float | None = None
+    role_share: float | None = None
+    """Role contrast of the real next turn (user minus assistant header): share above 0."""
+    role_share_ci_low: float | None = None
+    role_share_ci_high: float | None = None
+    role_mean: float | None = None
+    role_mean_ci_low: float | None = None
+    role_mean_ci_high: float | None = None
+    role_auc: float | None = None
+    """AUC of the role contrast, real next turn against the answer's opening."""
+    role_auc_ci_low: float | None = None
+    role_auc_ci_high: float | None = None
     survival: float | None = None
     survival_ci_low: float | None = None
     survival_ci_high: float | None = None
+    survival_null: float | None = None
+    """Survival a judge with these error rates reports when no turn is genuine:
+    (1 - specificity)^turn."""
 
     @property
     def failed(self) -> int:
@@ -320,8 +367,9 @@ class CellSummary:
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
-        if self.gf_at_k is not None:
-            out["gf_at_k"] = {str(k): v for k, v in self.gf_at_k.items()}
+        for name in K_KEYED:
+            if out[name] is not None:
+                out[name] = {str(k): v for k, v in out[name].items()}
         return out
 
     @classmethod
@@ -330,9 +378,14 @@ class CellSummary:
         names = {f.name for f in fields(cls)}
         kept = {k: v for k, v in data.items() if k in names}
         kept.setdefault("config", "")
-        if kept.get("gf_at_k") is not None:
-            kept["gf_at_k"] = {int(k): float(v) for k, v in kept["gf_at_k"].items()}
+        for name in K_KEYED:
+            if kept.get(name) is not None:
+                kept[name] = {int(k): v for k, v in kept[name].items()}
         return cls(**kept)
+
+
+K_KEYED = ("gf_at_k", "gf_at_k_corrected", "gf_at_k_corrected_ci", "gf_at_k_null")
+"""CellSummary fields keyed by k (strings in JSON)."""
 
 
 @dataclass(frozen=True)

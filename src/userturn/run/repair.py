@@ -30,6 +30,7 @@ from userturn.datasets import load_dataset
 from userturn.datasets.base import read_jsonl
 from userturn.errors import UserError
 from userturn.run.likelihood import LikelihoodRecord
+from userturn.run.lock import run_lock
 from userturn.run.outputs import write_outputs
 from userturn.run.records import ANSWER_LINE_KEYS, AnswerRecord, UserTurnRecord, content_key
 from userturn.run.store import LEGACY_CONFIG, STORE_NAME, Store, open_run
@@ -48,7 +49,7 @@ class RescoreResult:
 def rescore(run_dir: Path) -> RescoreResult:
     """Score every stored answer again with the current scorers; rewrite the outputs."""
     result = RescoreResult()
-    with open_run(run_dir) as store:
+    with open_run(run_dir, writer="rescore") as store:
         scorers: dict[str, Any] = {}
         for ans in store.answers():
             new = _rescored(ans, scorers, result.skipped)
@@ -119,6 +120,8 @@ class RecordLine:
     record: UserTurnRecord | LikelihoodRecord
     answer: AnswerRecord | None = None
     judgments: tuple[Judgment, ...] = ()
+    item_sha: str | None = None
+    """The content hash of the dataset item (absent from lines of older versions)."""
 
 
 T = TypeVar("T")
@@ -136,6 +139,11 @@ def recover(run_dir: Path, force: bool = False) -> RecoverResult:
     records = run_dir / "records.jsonl"
     if not records.is_file():
         raise UserError("no records.jsonl to recover from", file=str(run_dir))
+    with run_lock(run_dir, "recover"):
+        return _recover(run_dir, records, force)
+
+
+def _recover(run_dir: Path, records: Path, force: bool) -> RecoverResult:
     parsed = [parse_line(obj, str(records), line) for line, obj in read_jsonl(records)]
     path = run_dir / STORE_NAME
     if path.exists():
@@ -147,7 +155,7 @@ def recover(run_dir: Path, force: bool = False) -> RecoverResult:
         result = _fill(store, run_dir, parsed)
     result.moved_aside = _move_aside(path) if path.exists() else None
     staging.rename(path)
-    with open_run(run_dir) as store:
+    with open_run(run_dir, writer="recover") as store:
         write_outputs(run_dir, store)
     return result
 
@@ -172,6 +180,8 @@ def _fill(store: Store, run_dir: Path, parsed: list[RecordLine]) -> RecoverResul
             for v in line.judgments:
                 store.put_judgment(line.record.key, v)
                 result.judgments += 1
+            if line.item_sha is not None:
+                store.put_item_hash(line.record.dataset, line.record.item_id, line.item_sha)
     store.checkpoint()
     result.answers = len(seen)
     return result
@@ -225,12 +235,15 @@ def parse_line(obj: dict[str, Any], file: str, line: int) -> RecordLine:
     """One records.jsonl line as the records it was written from, checked against their
     field types; anything else is one line naming the file, line and field."""
     try:
+        sha = obj.get("item_sha")
+        if sha is not None and not isinstance(sha, str):
+            raise UserError("not a records.jsonl line: not a string", field="item_sha")
         if obj.get("probe") == "likelihood":
             rec = _valid(LikelihoodRecord, _by_field(LikelihoodRecord, obj, _ID), _ID)
-            return RecordLine(rec, _answer(obj, rec))
+            return RecordLine(rec, _answer(obj, rec), item_sha=sha)
         turn = _turn(obj)
         verdicts = tuple(_judgment(j) for j in obj.get("judgments") or [])
-        return RecordLine(turn, _answer(obj, turn), verdicts)
+        return RecordLine(turn, _answer(obj, turn), verdicts, sha)
     except UserError as exc:
         raise UserError(exc.message, file=file, line=line, field=exc.field) from exc
     except (KeyError, TypeError, ValueError) as exc:

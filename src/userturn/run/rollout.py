@@ -4,8 +4,10 @@ Starting from each item, the model answers as the assistant, writes the next use
 under its own user header, answers that, and so on, for ``turns`` user turns. Every
 prompt is rendered by the probe's template code from the conversation so far, so each
 step extends the previous prompt and llama.cpp reuses its KV prefix. Every user turn is
-judged as it is written (the first judge decides ``--stop-on degenerate`` and the
-best-of-N choice; all judges judge every turn afterwards).
+judged as it is written by the steering judge (``--select-judge``, else the first judge),
+which decides ``--stop-on degenerate`` and the best-of-N choice; every other judge judges
+every turn afterwards. Best-of-N needs a judge other than the selector to score the kept
+turns: the selector's own verdicts on turns it picked are biased upward.
 
 Best-of-N: at each step N candidate user turns are sampled (decoded together where the
 backend batches samples), all are judged, and the most genuine is kept: highest
@@ -40,10 +42,11 @@ from userturn.chat import (
 from userturn.config import RunConfig
 from userturn.judges import Judge
 from userturn.run import driver
+from userturn.run.events import AnswerEvent
 from userturn.run.judge_stage import JudgeTally, judge_input, judge_rows
 from userturn.run.records import AnswerRecord, UserTurnRecord, derive_seed
 from userturn.run.store import Store
-from userturn.run.worker import AnswerEvent, ItemWorker, samples_at
+from userturn.run.worker import ItemWorker, samples_at
 from userturn.types import GenRequest, Judgment, Message
 
 log = logging.getLogger(__name__)
@@ -68,8 +71,12 @@ class Roller:
         store: Store,
         judges: list[Judge],
         stats: driver.RunStats,
+        selector: Judge | None = None,
     ) -> None:
         self.w, self.store, self.judges, self.stats = worker, store, judges, stats
+        self.steer = selector or (judges[0] if judges else None)
+        """The judge that judges each turn as it is written: it chooses best-of
+        candidates and decides ``stop_on``."""
         self.cfg = worker.cfg
         self.temperature = self.cfg.temperatures[0]
         self.turns_done = {t.key: t for t in store.user_turns(probe="rollout")}
@@ -91,9 +98,9 @@ class Roller:
         for t in range(1, self.cfg.turns + 1):
             turn = self._user_turn(conv, t)
             yield turn
-            genuine = self._verdict(turn).genuine
-            if self.cfg.stop_on == "degenerate" and genuine is not True:
-                return
+            verdict = self._verdict(turn)
+            if self.cfg.stop_on == "degenerate" and verdict.status == "ok" and not verdict.genuine:
+                return  # an unparseable verdict says nothing, so the conversation goes on
             conv.messages = [*conv.messages, {"role": "user", "content": turn.user_turn.strip()}]
             if t < self.cfg.turns:
                 self._reply(conv, t)
@@ -160,7 +167,7 @@ class Roller:
         return rec
 
     def _chooser_id(self) -> str | None:
-        return f"{self.judges[0].id}@{self.judges[0].version}" if self.judges else None
+        return f"{self.steer.id}@{self.steer.version}" if self.steer else None
 
     def _choose(
         self, base: UserTurnRecord, completions: Any, seeds: tuple[int, ...]
@@ -177,9 +184,9 @@ class Roller:
             )
             for c, seed in zip(completions, seeds, strict=True)
         ]
-        if len(recs) == 1 or not self.judges:
+        if len(recs) == 1 or self.steer is None:
             return recs[0], ()
-        verdicts = self.judges[0].judge([judge_input(r) for r in recs])
+        verdicts = self.steer.judge([judge_input(r) for r in recs])
         self.stats.judge_calls += sum(int(v.usage.get("calls", 0)) for v in verdicts)
         scores = [_score(v) for v in verdicts]
         best = max(range(len(recs)), key=lambda i: (scores[i], -i))
@@ -197,10 +204,10 @@ class Roller:
         return recs[best], cands
 
     def _verdict(self, turn: UserTurnRecord) -> Judgment:
-        """The first judge's verdict on a turn, judged now if the store has none."""
-        if not self.judges:
+        """The steering judge's verdict on a turn, judged now if the store has none."""
+        if self.steer is None:
             return Judgment("none", None, None, "no judge", status="error")
-        judge = self.judges[0]
+        judge = self.steer
         stored = [v for v in self.verdicts.get(turn.key, []) if v.judge == judge.id]
         if stored and stored[0].version == judge.version:
             return stored[0]
@@ -276,18 +283,31 @@ def run_rollouts(
     progress = progress or driver.NullProgress()
     driver.check_plan(cfg)
     judges = driver.load_judges(cfg)
+    selector = _selector(cfg, judges)
+    extra = [selector] if selector is not None and all(selector is not j for j in judges) else []
     try:
-        for judge in judges:
+        for judge in [*judges, *extra]:
             judge.check_reachable()
         jobs = driver.load_jobs(cfg)
-        with driver.run_directory(out) as store:
+        with driver.run_directory(out, "rollout") as store:
             try:
-                return _rollouts(cfg, out, store, jobs, judges, progress)
+                return _rollouts(cfg, out, store, jobs, judges, progress, selector)
             except KeyboardInterrupt:
-                raise driver.RunInterrupted(out, store.count_records()) from None
+                raise driver.interrupted(out, store) from None
     finally:
-        for judge in judges:
+        for judge in [*judges, *extra]:
             judge.close()
+
+
+def _selector(cfg: RunConfig, judges: list[Judge]) -> Judge | None:
+    """``--select-judge`` (one of ``judges`` when it names one, else loaded apart), or the
+    first judge; None without any judge."""
+    if cfg.select_judge is None:
+        return judges[0] if judges else None
+    for spec, judge in zip(cfg.judges, judges, strict=True):
+        if spec == cfg.select_judge:
+            return judge
+    return driver.load_judges(cfg.model_copy(update={"judges": [cfg.select_judge]}))[0]
 
 
 def _rollouts(
@@ -297,10 +317,13 @@ def _rollouts(
     jobs: list[Any],
     judges: list[Judge],
     progress: driver.Progress,
+    selector: Judge | None = None,
 ) -> driver.RunResult:
     today = cfg.frozen_date or dt.date.today().isoformat()
     date = dt.date.fromisoformat(store.set_meta_default("frozen_date", today))
     config_id = driver.register_config(store, cfg, date.isoformat())
+    driver.register_items(store, jobs)
+    steer = selector or (judges[0] if judges else None)
     stats = driver.RunStats()
     turns: list[UserTurnRecord] = []
     described = []
@@ -309,10 +332,11 @@ def _rollouts(
         try:
             worker = ItemWorker(backend, cfg, date, config_id)
             described.append(worker.describe())
-            turns += _model_rollouts(worker, store, jobs, judges, stats, progress)
+            turns += _model_rollouts(worker, store, jobs, judges, stats, progress, steer)
         finally:
             backend.close()
-    tally = judge_rows(store, judges[1:], turns) if len(judges) > 1 else JudgeTally()
+    rest = [j for j in judges if j is not steer]
+    tally = judge_rows(store, rest, turns) if rest else JudgeTally()
     return driver.finish_run(cfg, out, store, jobs, date, config_id, stats, described, tally)
 
 
@@ -323,8 +347,9 @@ def _model_rollouts(
     judges: list[Judge],
     stats: driver.RunStats,
     progress: driver.Progress,
+    selector: Judge | None = None,
 ) -> list[UserTurnRecord]:
-    roller = Roller(worker, store, judges, stats)
+    roller = Roller(worker, store, judges, stats, selector)
     known = dict(roller.answers)
     name = f"conversations {worker.backend.model_id}"
     progress.stage(name, sum(len(j.items) for j in jobs))

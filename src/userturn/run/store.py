@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from userturn.errors import UserError
+from userturn.run.atomic import space_error
 from userturn.run.likelihood import LikelihoodRecord
+from userturn.run.lock import run_lock
 from userturn.run.records import AnswerRecord, UserTurnRecord
 from userturn.types import Judgment
 
@@ -52,6 +54,9 @@ CREATE TABLE IF NOT EXISTS judgments (
   PRIMARY KEY (user_turn_key, judge)
 );
 CREATE TABLE IF NOT EXISTS judge_cache (key TEXT PRIMARY KEY, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS items (
+  dataset TEXT NOT NULL, item_id TEXT NOT NULL, sha TEXT NOT NULL, PRIMARY KEY (dataset, item_id)
+);
 CREATE TABLE IF NOT EXISTS likelihoods (
   key TEXT PRIMARY KEY, item_id TEXT NOT NULL, model TEXT NOT NULL, dataset TEXT NOT NULL,
   config TEXT NOT NULL, perturbation TEXT NOT NULL, data TEXT NOT NULL
@@ -103,11 +108,33 @@ class JudgmentFact(NamedTuple):
 
 
 def corrupt(path: Path, detail: str) -> UserError:
-    return UserError(
-        f"not a usable run store ({detail}); records.jsonl holds a complete copy: "
-        f"rebuild the store with `userturn recover --run {path.parent}`",
-        file=str(path),
-    )
+    """A store that can't be read; the way out depends on whether records.jsonl exists."""
+    if (path.parent / "records.jsonl").is_file():
+        hint = (
+            "records.jsonl holds a complete copy: rebuild the store with "
+            f"`userturn recover --run {path.parent}`"
+        )
+    else:
+        hint = "there is no records.jsonl to rebuild it from: move it aside and run again"
+    return UserError(f"not a usable run store ({detail}); {hint}", file=str(path))
+
+
+def disk_full(exc: sqlite3.Error) -> bool:
+    """SQLite's SQLITE_FULL: the disk (or the store's page limit) is full, the data isn't bad."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code == sqlite3.SQLITE_FULL or "database or disk is full" in str(exc)
+
+
+def full_error(conn: sqlite3.Connection, path: Path, exc: sqlite3.Error) -> Exception:
+    """The line for a full disk, after checking what it says: a store that passes SQLite's
+    integrity check is called intact; one that doesn't is called what it is."""
+    try:
+        intact = [r[0] for r in conn.execute("PRAGMA quick_check")] == ["ok"]
+    except sqlite3.Error:
+        intact = False
+    if not intact:
+        return corrupt(path, f"{exc}, and it fails its integrity check")
+    return space_error(path, "the store passed its integrity check and keeps every committed row")
 
 
 class Store:
@@ -115,6 +142,7 @@ class Store:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._closers: list[Callable[[], object]] = []
         new = not path.exists()
         if not new and path.stat().st_size == 0:
             raise corrupt(path, "the file is empty")
@@ -131,6 +159,8 @@ class Store:
         except OSError as exc:
             raise UserError(f"cannot create the store: {exc.strerror}", file=str(path)) from exc
         except sqlite3.OperationalError as exc:
+            if disk_full(exc):
+                raise _full_on_open(path, exc) from None
             if "locked" in str(exc) or "unable to open" in str(exc):
                 raise UserError(f"cannot open the store: {exc}", file=str(path)) from exc
             raise corrupt(path, str(exc)) from exc
@@ -161,16 +191,27 @@ class Store:
         try:
             return list(self.conn.execute(sql, params))
         except sqlite3.DatabaseError as exc:
-            raise corrupt(self.path, str(exc)) from exc
+            raise self._fault(exc) from exc
 
     def _write(self, sql: str, params: tuple[Any, ...] = ()) -> None:
         try:
             self.conn.execute(sql, params)
         except sqlite3.DatabaseError as exc:
-            raise corrupt(self.path, str(exc)) from exc
+            raise self._fault(exc) from exc
+
+    def _fault(self, exc: sqlite3.DatabaseError) -> Exception:
+        if disk_full(exc):
+            return full_error(self.conn, self.path, exc)
+        return corrupt(self.path, str(exc))
 
     def close(self) -> None:
         self.conn.close()
+        while self._closers:
+            self._closers.pop()()
+
+    def on_close(self, fn: Callable[[], object]) -> None:
+        """Run ``fn`` when the store is closed (release the run's writer lock)."""
+        self._closers.append(fn)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -215,6 +256,30 @@ class Store:
         """Every config fingerprint with rows or registered in this store, oldest first."""
         rows = self._rows("SELECT id, data FROM configs ORDER BY rowid")
         return {cid: json.loads(data) for cid, data in rows}
+
+    # dataset items --------------------------------------------------------------------
+    def item_hashes(self, dataset: str) -> dict[str, str]:
+        """item id -> content hash of every item of ``dataset`` this store has seen."""
+        rows = self._rows("SELECT item_id, sha FROM items WHERE dataset=?", (dataset,))
+        return {str(i): str(h) for i, h in rows}
+
+    def all_item_hashes(self) -> dict[tuple[str, str], str]:
+        """(dataset, item id) -> content hash, for records.jsonl (recover reads it back)."""
+        rows = self._rows("SELECT dataset, item_id, sha FROM items ORDER BY rowid")
+        return {(str(d), str(i)): str(h) for d, i, h in rows}
+
+    def put_item_hash(self, dataset: str, item_id: str, sha: str) -> None:
+        self._write(
+            "INSERT OR IGNORE INTO items(dataset, item_id, sha) VALUES (?, ?, ?)",
+            (dataset, item_id, sha),
+        )
+
+    def put_item_hashes(self, dataset: str, hashes: dict[str, str]) -> None:
+        if not hashes:
+            return
+        with self.transaction():
+            for item_id, sha in hashes.items():
+                self.put_item_hash(dataset, item_id, sha)
 
     # answers --------------------------------------------------------------------------
     def put_answer(self, rec: AnswerRecord) -> None:
@@ -376,12 +441,25 @@ class Store:
         )
 
 
+def _full_on_open(path: Path, exc: sqlite3.Error) -> Exception:
+    """A full disk while a store was being opened or created: check it on a fresh connection."""
+    conn = sqlite3.connect(str(path), timeout=30.0)
+    try:
+        return full_error(conn, path, exc)
+    finally:
+        conn.close()
+
+
 def _dump(data: dict[str, Any]) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
-def open_run(run_dir: Path) -> Store:
-    """The store of an existing run directory, or a one-line error saying what is wrong."""
+def open_run(run_dir: Path, writer: str | None = None) -> Store:
+    """The store of an existing run directory, or a one-line error saying what is wrong.
+
+    A command that writes the run names itself as ``writer``: it then holds the run's
+    writer lock until the store is closed, and a second writer is refused in one line
+    (``userturn.run.lock``)."""
     if not run_dir.exists():
         raise UserError("run directory not found", file=str(run_dir))
     if not run_dir.is_dir():
@@ -404,4 +482,19 @@ def open_run(run_dir: Path) -> Store:
     if empty and records.is_file() and records.stat().st_size > 0:
         store.close()
         raise corrupt(path, "it holds no records but records.jsonl does")
+    if writer is not None:
+        hold(store, run_dir, writer)
     return store
+
+
+def hold(store: Store, run_dir: Path, writer: str) -> None:
+    """Take the run's writer lock for ``store`` until it is closed (or close it and
+    refuse). Taken after the store opened: a command refused for a damaged store leaves
+    the directory exactly as it was, without even a lock file."""
+    lock = ExitStack()
+    try:
+        lock.enter_context(run_lock(run_dir, writer))
+    except BaseException:
+        store.close()
+        raise
+    store.on_close(lock.close)

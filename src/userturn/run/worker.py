@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from userturn.backends import Backend
@@ -34,16 +34,9 @@ from userturn.config import RunConfig
 from userturn.datasets import Dataset
 from userturn.errors import UserError
 from userturn.perturb import Perturbation, load_perturbation
-from userturn.run.likelihood import (
-    CANDIDATES_VERSION,
-    CandidateKind,
-    LikelihoodRecord,
-    ScoredCandidate,
-    candidates,
-    score_request,
-)
+from userturn.run.events import AnswerEvent, Event, LikelihoodEvent, UserEvent
 from userturn.run.records import AnswerRecord, UserTurnRecord, content_key, derive_seed
-from userturn.types import GenRequest, GenResult, Item, Message, SamplingParams, ScoreRequest
+from userturn.types import GenRequest, GenResult, Item, Message, SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -51,29 +44,6 @@ log = logging.getLogger(__name__)
 def samples_at(temperature: float, k: int) -> int:
     """One sample per context at T=0: k copies of a greedy output are not k samples."""
     return 1 if temperature == 0 else k
-
-
-@dataclass(frozen=True)
-class AnswerEvent:
-    record: AnswerRecord
-    item: Item
-    generated: bool
-    """False when the answer was already stored or is given by the dataset."""
-
-
-@dataclass(frozen=True)
-class UserEvent:
-    record: UserTurnRecord
-    generated: bool
-
-
-@dataclass(frozen=True)
-class LikelihoodEvent:
-    record: LikelihoodRecord
-    generated: bool
-
-
-Event = AnswerEvent | UserEvent | LikelihoodEvent
 
 
 def check_capabilities(backend: Backend, cfg: RunConfig) -> None:
@@ -368,75 +338,10 @@ class ItemWorker:
     def likelihoods(
         self, answers: list[AnswerEvent], pool: list[Item], done: set[str]
     ) -> Iterator[LikelihoodEvent]:
-        """Score each context's candidate next turns under the user header (no sampling)."""
-        plan: list[tuple[ScoreRequest, LikelihoodRecord]] = []
-        for ev in answers:
-            for pert in self.perturbations:
-                ctx, _ = self.user_context(ev.item, ev.record, pert)
-                cands = candidates(ev.item, ctx, pool)
-                if not cands:
-                    continue
-                up = user_turn_prompt(
-                    self.template,
-                    ctx,
-                    self.markers,
-                    system_placement=self.cfg.system_placement,
-                    **self.kwargs,
-                )
-                req = score_request(up.prompt, cands, self.markers.user_end)
-                rec = self._likelihood_record(ev, pert, ctx, up, req, cands)
-                if rec.key in done:
-                    yield LikelihoodEvent(rec, generated=False)
-                else:
-                    plan.append((req, rec))
-        results = self.backend.loglikelihood([r for r, _ in plan]) if plan else []
-        for (_, rec), res in zip(plan, results, strict=True):
-            scored = tuple(
-                ScoredCandidate(c.kind, c.text, s.logprob, s.n_tokens)
-                for c, s in zip(rec.candidates, res.scores, strict=True)
-            )
-            yield LikelihoodEvent(
-                replace(
-                    rec,
-                    candidates=scored,
-                    prompt_tokens=res.prompt_tokens,
-                    prompt_tokens_reused=res.prompt_tokens_reused,
-                ),
-                generated=True,
-            )
+        """Score each context's candidates under every condition (``likelihood_stage``)."""
+        from userturn.run.likelihood_stage import likelihood_events
 
-    def _likelihood_record(
-        self,
-        ev: AnswerEvent,
-        pert: Perturbation,
-        ctx: list[Message],
-        up: UserPrompt,
-        req: ScoreRequest,
-        cands: list[tuple[CandidateKind, str]],
-    ) -> LikelihoodRecord:
-        """The record before scoring: keyed by the prompt and the exact continuations."""
-        key = self.record_key(
-            ev.item.dataset,
-            up.prompt_sha,
-            "likelihood",
-            CANDIDATES_VERSION,
-            list(req.continuations),
-            pert.id,
-        )
-        return LikelihoodRecord(
-            key=key,
-            answer_key=ev.record.key,
-            item_id=ev.item.id,
-            model=self.backend.model_id,
-            dataset=ev.item.dataset,
-            config=self.config_id,
-            perturbation=pert.id,
-            messages=tuple(ctx),
-            candidates=tuple(ScoredCandidate(k, t, 0.0, 0) for k, t in cands),
-            family=self.backend.family,
-            prompt_sha=up.prompt_sha,
-            template_sha=self.template.sha,
-        )
+        yield from likelihood_events(self, answers, pool, done)
 
     def process(
         self,

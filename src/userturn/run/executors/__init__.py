@@ -13,9 +13,9 @@ from typing import Any, Protocol
 
 from userturn.config import RunConfig
 from userturn.datasets import Dataset
-from userturn.errors import UserError
+from userturn.errors import missing_extra
+from userturn.run.events import Event
 from userturn.run.records import AnswerRecord
-from userturn.run.worker import Event
 from userturn.types import Item
 
 
@@ -49,7 +49,7 @@ def make_executor(cfg: RunConfig) -> Executor:
         except ModuleNotFoundError as exc:
             if exc.name and exc.name.startswith("userturn"):
                 raise
-            raise UserError("ray is not installed: pip install 'userturn[ray]'") from exc
+            raise missing_extra("ray", "ray") from exc
         return RayExecutor(cfg)
     from userturn.run.executors.local import LocalExecutor
 

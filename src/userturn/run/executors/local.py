@@ -8,9 +8,10 @@ from typing import Any
 
 from userturn.backends import load_backend
 from userturn.config import RunConfig
+from userturn.run.events import Event
 from userturn.run.executors import Job
 from userturn.run.records import AnswerRecord
-from userturn.run.worker import Event, ItemWorker
+from userturn.run.worker import ItemWorker
 
 
 class LocalExecutor:

@@ -32,9 +32,10 @@ from userturn.backends import load_backend
 from userturn.config import RunConfig
 from userturn.datasets import Dataset
 from userturn.errors import UserError
+from userturn.run.events import Event
 from userturn.run.executors import Job
 from userturn.run.records import AnswerRecord
-from userturn.run.worker import Event, ItemWorker
+from userturn.run.worker import ItemWorker
 from userturn.types import Item
 
 log = logging.getLogger(__name__)

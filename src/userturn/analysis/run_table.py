@@ -1,0 +1,281 @@
+"""The results table `userturn run` prints: one row per cell, for each probe.
+
+Each column has two faces. On screen a rate reads ``26.0% [15.9%, 39.6%]``; in
+``--format csv|json`` it is three numbers (``rate``, ``ci_low``, ``ci_high``), so a
+script never parses a percentage. The machine columns are the same whatever the grid;
+the screen drops a perturbation or judge column that would say the same on every row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from userturn.analysis.cells import top_labels
+from userturn.analysis.tables import (
+    LIKELIHOOD_MEASURE_COLUMNS,
+    Table,
+    cards_used,
+    extrapolated,
+    strata_used,
+)
+from userturn.run.records import CellSummary
+
+Getter = Callable[[CellSummary], Any]
+RATE = ("rate", "ci_low", "ci_high")
+HEADLINE = ("genuine rate [95% CI]", "genuine [95% CI]", "PMI > 0 [95% CI]")
+"""The column of each probe's table that leaves a narrow grid last."""
+SURVIVAL = ("survival", "survival_ci_low", "survival_ci_high")
+
+
+@dataclass(frozen=True)
+class Col:
+    """A shown column and the machine columns behind it."""
+
+    header: str
+    show: Callable[[CellSummary], str]
+    data: tuple[tuple[str, Getter], ...]
+    visible: bool = True
+
+
+def build(name: str, title: str, cols: list[Col], cells: list[CellSummary]) -> Table:
+    shown = [c for c in cols if c.visible]
+    return Table(
+        name,
+        title,
+        [c.header for c in shown],
+        [[get(cell) for c in cols for _, get in c.data] for cell in cells],
+        [[c.show(cell) for c in shown] for cell in cells],
+        data_columns=[key for c in cols for key, _ in c.data],
+    )
+
+
+def pct_ci(x: float | None, lo: float | None, hi: float | None) -> str:
+    if x is None or lo is None or hi is None:
+        return "-"
+    return f"{x:.1%} [{lo:.1%}, {hi:.1%}]"
+
+
+def _attr(name: str) -> Getter:
+    return lambda c: getattr(c, name)
+
+
+def _text(name: str) -> Callable[[CellSummary], str]:
+    return lambda c: "-" if getattr(c, name) is None else str(getattr(c, name))
+
+
+def _plain(header: str, name: str, key: str | None = None) -> Col:
+    return Col(header, _text(name), ((key or name, _attr(name)),))
+
+
+def _interval(header: str, keys: tuple[str, str, str], names: tuple[str, str, str]) -> Col:
+    """``x [lo, hi]`` on screen; three machine columns ``keys`` from the fields ``names``."""
+    x, lo, hi = names
+    data = tuple((k, _attr(n)) for k, n in zip(keys, names, strict=True))
+    return Col(header, lambda c: pct_ci(getattr(c, x), getattr(c, lo), getattr(c, hi)), data)
+
+
+def _temperature() -> Col:
+    return Col(
+        "T",
+        lambda c: "-" if c.temperature is None else f"{c.temperature:g}",
+        (("T", _attr("temperature")),),
+    )
+
+
+def _accuracy(c: CellSummary) -> str:
+    """``4.0% (50)``; answers cut at the token limit are counted beside it."""
+    if c.accuracy is None:
+        return "-"
+    cut = f", {c.answers_truncated} cut" if c.answers_truncated else ""
+    return f"{c.accuracy:.1%} ({c.n_answers}{cut})"
+
+
+def _corrected(c: CellSummary) -> str:
+    """The judge-corrected rate, or "undefined" (the reason is in summary.json)."""
+    if c.rate_corrected is None:
+        return "undefined" if c.judge_card else "-"
+    mark = "*" if extrapolated(c) else ""
+    return pct_ci(c.rate_corrected, c.ci_corrected_low, c.ci_corrected_high) + mark
+
+
+def _labels(c: CellSummary) -> str:
+    return top_labels(c.labels, exclude=("plausible_followup",))
+
+
+def results_table(cells: list[CellSummary]) -> Table:
+    """The results table: one row per cell; on screen, perturbation and judge columns
+    only when the run has more than one of them."""
+    if cells and all(c.probe == "likelihood" for c in cells):
+        return likelihood_table(cells)
+    cells = [c for c in cells if c.probe != "likelihood"]
+    if any(c.probe == "rollout" for c in cells):
+        return rollout_table(cells)
+    cols = [
+        _plain("model", "model"),
+        _plain("dataset", "dataset"),
+        _temperature(),
+        Col(
+            "perturbation",
+            _text("perturbation"),
+            (("perturbation", _attr("perturbation")),),
+            any(c.perturbation != "none" for c in cells),
+        ),
+        Col(
+            "judge", _text("judge"), (("judge", _attr("judge")),), len({c.judge for c in cells}) > 1
+        ),
+        _plain("n", "n"),
+        Col(
+            "accuracy",
+            _accuracy,
+            (
+                ("accuracy", _attr("accuracy")),
+                ("answers", _attr("n_answers")),
+                ("answers_truncated", _attr("answers_truncated")),
+            ),
+        ),
+        _interval("genuine rate [95% CI]", RATE, RATE),
+        Col(
+            "corrected [95% CI]",
+            _corrected,
+            (
+                ("corrected", _attr("rate_corrected")),
+                ("corrected_ci_low", _attr("ci_corrected_low")),
+                ("corrected_ci_high", _attr("ci_corrected_high")),
+                ("judge_card", _attr("judge_card")),
+            ),
+            bool(cards_used(cells)),
+        ),
+        Col("unparseable", lambda c: str(c.failed), (("unparseable", _attr("failed")),)),
+        Col("top failure labels", _labels, (("top_failure_labels", _labels),)),
+    ]
+    title = "genuine follow-up rate (user turns judged genuine)"
+    return build("results", title, cols, cells)
+
+
+LIKELIHOOD_V2 = {
+    "PMI > 0 [95% CI]": ("pmi_share", True),
+    "control PMI > 0": ("pmi_control_share", False),
+    "PMI > 0, real - control": ("pmi_excess_share", True),
+    "PMI mean, nats": ("pmi_mean", True),
+    "role > 0 [95% CI]": ("role_share", True),
+    "role mean, nats": ("role_mean", True),
+    "role AUC vs opening": ("role_auc", True),
+}
+"""The version 2 measures: the cell field behind each column of the report's table, and
+whether it has a CI (the shown text is the report's, so both read the same)."""
+
+
+def _v2_columns() -> list[Col]:
+    cols = []
+    for header, _, show in LIKELIHOOD_MEASURE_COLUMNS:
+        name, has_ci = LIKELIHOOD_V2[header]
+        keys = (name, f"{name}_ci_low", f"{name}_ci_high") if has_ci else (name,)
+        cols.append(Col(header, show, tuple((k, _attr(k)) for k in keys)))
+    return cols
+
+
+def likelihood_table(cells: list[CellSummary]) -> Table:
+    """Answer PMI and role contrast first; the old ranking stays as a secondary column."""
+    cols = [
+        _plain("model", "model"),
+        _plain("dataset", "dataset"),
+        _plain("perturbation", "perturbation"),
+        _plain("contexts", "n", "contexts"),
+        *_v2_columns(),
+        Col(
+            "ranking (secondary)",
+            lambda c: pct_ci(c.preference_accuracy, c.preference_ci_low, c.preference_ci_high),
+            (
+                ("preferred", _attr("preference_accuracy")),
+                ("preferred_ci_low", _attr("preference_ci_low")),
+                ("preferred_ci_high", _attr("preference_ci_high")),
+            ),
+        ),
+        Col(
+            "margin",
+            _margin,
+            (
+                ("margin", _attr("margin")),
+                ("margin_ci_low", _attr("margin_ci_low")),
+                ("margin_ci_high", _attr("margin_ci_high")),
+            ),
+            False,
+        ),
+    ]
+    title = (
+        "likelihood probe: answer PMI and role contrast of the real next turn [95% CI] "
+        "(docs/probes.md); ranking: real turn preferred over every degenerate candidate"
+    )
+    return build("results", title, cols, cells)
+
+
+def rollout_table(cells: list[CellSummary]) -> Table:
+    cols = [
+        _plain("model", "model"),
+        _plain("dataset", "dataset"),
+        _temperature(),
+        _plain("turn", "turn"),
+        _plain("n", "n"),
+        _interval("genuine [95% CI]", RATE, RATE),
+        Col(
+            "survival [95% CI]",
+            _survival,
+            (*_interval("", SURVIVAL, SURVIVAL).data, ("survival_null", _attr("survival_null"))),
+        ),
+        Col("unparseable", lambda c: str(c.failed), (("unparseable", _attr("failed")),), False),
+    ]
+    rows = [c for c in cells if c.probe == "rollout"]
+    return build("results", "rollouts: genuine rate and survival per turn", cols, rows)
+
+
+def _survival(c: CellSummary) -> str:
+    """Survival with its null floor: what the judge reports if no turn is genuine."""
+    text = pct_ci(c.survival, c.survival_ci_low, c.survival_ci_high)
+    return text if c.survival_null is None else f"{text} null {c.survival_null:.1%}"
+
+
+def _margin(c: CellSummary) -> str:
+    if c.margin is None or c.margin_ci_low is None or c.margin_ci_high is None:
+        return "-"
+    return f"{c.margin:+.2f} [{c.margin_ci_low:+.2f}, {c.margin_ci_high:+.2f}]"
+
+
+def corrected_note(cells: list[CellSummary]) -> str | None:
+    """What the corrected column is, naming the cards it used; None when no cell has one."""
+    cards = cards_used(cells)
+    if not cards:
+        return None
+    strata = strata_used(cells)
+    where = f" for {'; '.join(strata)}" if strata else ""
+    marked = (
+        "; * the card has no reference turns from this model or dataset: error rates"
+        " extrapolated, CI widened"
+        if any(extrapolated(c) for c in cells)
+        else ""
+    )
+    return (
+        "corrected: the genuine rate with the judge's error rates for the run's strata"
+        f" removed (Rogan-Gladen with judge card {', '.join(cards)}{where}; strata"
+        " partially pooled; CI over items, the strata's reference turns and the spread"
+        f" between strata){marked}; `userturn judge card --judge JUDGE` prints the card"
+    )
+
+
+def truncation_warning(cells: list[CellSummary]) -> str | None:
+    """A warning when answers hit the answer token limit: a cut answer has no final
+    answer, so accuracy counts it wrong, and its user turn follows a broken answer."""
+    seen: dict[tuple[str, str, str], tuple[int, int]] = {}
+    for c in cells:
+        if c.probe == "generate" and c.n_answers:
+            seen[(c.model, c.dataset, c.config)] = (c.answers_truncated, c.n_answers)
+    cut = sum(t for t, _ in seen.values())
+    if not cut:
+        return None
+    total = sum(n for _, n in seen.values())
+    return (
+        f"warning: {cut} of {total} answers stopped at the answer token limit "
+        "(--max-answer-tokens) before they ended; accuracy counts a cut answer as wrong "
+        "and its user turn follows a broken answer: raise --max-answer-tokens"
+    )

@@ -1,0 +1,161 @@
+"""The judge's error rates for one run, from the card's strata, partially pooled.
+
+Why: a judge's sensitivity and specificity differ between datasets (the offline judge's
+sensitivity runs 0.46-0.84 across the card's datasets) and between the models that wrote
+the turns. Correcting a GSM8K run with the pooled card maps a true 20% to 0%. Using the
+GSM8K stratum alone is no better: 13 genuine reference turns give a sensitivity anywhere
+in 0.23-0.71. A beta-binomial hierarchy sits between the two: the strata of one axis are
+draws from a Beta(μκ, (1 - μ)κ), and each stratum's rate is shrunk toward μ by as much
+as its own counts are few and the strata are alike (κ large).
+
+The hierarchy is fit on a grid of (μ, log κ) with the prior p(α, β) ∝ (α + β)^(-5/2)
+(Gelman et al., Bayesian Data Analysis, §5.3), so that the uncertainty in how much strata
+differ is carried into every draw instead of being plugged in. A run's stratum that the
+card covers draws from its posterior Beta(μκ + x, (1 - μ)κ + n - x); a stratum the card
+does not cover draws from the population Beta(μκ, (1 - μ)κ), which is as wide as the
+strata are apart: extrapolation never prints a narrow interval.
+
+A run has a dataset and a model, and cards break σ down by each separately (marginal
+counts, not a cross table). The dataset stratum is the anchor; the model moves it by its
+own deviation from the average model on the logit scale, logit θ = logit θ_dataset +
+(logit θ_model - logit μ_model). This assumes no dataset × model interaction and a
+similar mix of reference models in every dataset, which the card cannot check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+MU_GRID = np.linspace(0.0025, 0.9975, 200)
+LOG_KAPPA_GRID = np.linspace(np.log(0.5), np.log(5000.0), 80)
+ANCHOR = "dataset"
+"""The axis whose stratum is the base of a run's error rates."""
+SHIFTS = ("model", "family")
+"""Axes that shift the anchor; the first one the card has and covers is used (``family``
+stands in when a card has family strata and not the run's exact model)."""
+
+
+@dataclass(frozen=True)
+class Hyper:
+    """Grid posterior of one axis's (μ, κ) for one side (sensitivity or specificity)."""
+
+    mu: np.ndarray
+    kappa: np.ndarray
+    weight: np.ndarray
+    strata: dict[str, tuple[int, int]]
+    """stratum -> (successes, trials): tp, tp + fn for sensitivity; tn, tn + fp for
+    specificity."""
+
+
+@lru_cache(maxsize=256)
+def _hyper(counts: tuple[tuple[str, int, int], ...]) -> Hyper:
+    from scipy.special import betaln  # scipy costs a second at import: on use
+
+    mu_grid, lk_grid = np.meshgrid(MU_GRID, LOG_KAPPA_GRID, indexing="ij")
+    mu, kappa = mu_grid.ravel(), np.exp(lk_grid.ravel())
+    a, b = mu * kappa, (1 - mu) * kappa
+    loglik = np.zeros_like(mu)
+    for _, x, n in counts:
+        if n > 0:
+            loglik += betaln(a + x, b + n - x) - betaln(a, b)
+    logpost = loglik - 0.5 * np.log(kappa)  # (α + β)^(-5/2) on the (μ, log κ) grid
+    w = np.exp(logpost - logpost.max())
+    return Hyper(mu, kappa, w / w.sum(), {s: (x, n) for s, x, n in counts})
+
+
+def hyper(block: dict[str, Any], side: str) -> Hyper | None:
+    """The hierarchy of one card axis (``strata[axis]``) for ``sens`` or ``spec``; None
+    when no stratum has a reference turn on that side."""
+    counts = []
+    for name, entry in sorted(block.items()):
+        s = entry["sigma"]
+        x, n = (s["tp"], s["tp"] + s["fn"]) if side == "sens" else (s["tn"], s["tn"] + s["fp"])
+        counts.append((str(name), int(x), int(n)))
+    if not any(n for _, _, n in counts):
+        return None
+    return _hyper(tuple(counts))
+
+
+def draw_stratum(
+    h: Hyper, stratum: str | None, rng: np.random.Generator, reps: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(θ draws, μ draws): the stratum's rate (the population's when ``stratum`` is None
+    or has no turn on this side) and the axis mean, jointly over the hyperposterior."""
+    idx = rng.choice(h.mu.size, size=reps, p=h.weight)
+    mu, kappa = h.mu[idx], h.kappa[idx]
+    x, n = h.strata.get(stratum, (0, 0)) if stratum is not None else (0, 0)
+    theta = rng.beta(mu * kappa + x, (1 - mu) * kappa + n - x)
+    return theta, mu
+
+
+@dataclass(frozen=True)
+class ErrorDraws:
+    """Joint draws of the judge's sensitivity and specificity for one run's strata."""
+
+    sens: np.ndarray
+    spec: np.ndarray
+    strata: dict[str, str | None] = field(default_factory=dict)
+    """Axis -> the card stratum used (None: the card does not cover the run there)."""
+    uncovered: tuple[str, ...] = ()
+    """What the card lacks, in words (``dataset 'mmlu'``), for ``correction_note``."""
+
+    @property
+    def point(self) -> tuple[float, float]:
+        """Posterior means: the sensitivity and specificity of the point estimate."""
+        return float(self.sens.mean()), float(self.spec.mean())
+
+
+def _match(block: dict[str, Any], *names: str) -> str | None:
+    return next((n for n in names if n and n in block), None)
+
+
+def _clip(p: np.ndarray) -> np.ndarray:
+    out: np.ndarray = np.clip(p, 1e-9, 1 - 1e-9)
+    return out
+
+
+def error_draws(
+    card: dict[str, Any],
+    dataset: str,
+    model: str,
+    family: str,
+    rng: np.random.Generator,
+    reps: int,
+) -> ErrorDraws | None:
+    """Draws of (se, sp) for a run of ``model`` (``family``) on ``dataset``; None when
+    the card has no ``dataset`` strata (then only the pooled counts can be used)."""
+    from scipy.special import expit, logit  # scipy costs a second at import: on use
+
+    strata = card.get("strata") or {}
+    anchor = strata.get(ANCHOR) or {}
+    hs = {side: hyper(anchor, side) for side in ("sens", "spec")} if anchor else {}
+    if not hs or any(h is None for h in hs.values()):
+        return None
+    used: dict[str, str | None] = {ANCHOR: _match(anchor, dataset)}
+    uncovered = [] if used[ANCHOR] else [f"dataset {dataset!r}"]
+    logits = {}
+    for side, h in hs.items():
+        assert h is not None
+        theta, _ = draw_stratum(h, used[ANCHOR], rng, reps)
+        logits[side] = logit(_clip(theta))
+    axis = next((a for a in SHIFTS if strata.get(a)), None)
+    if axis is not None:
+        block = strata[axis]
+        found = _match(block, model, family)
+        if found is None and axis == "model" and strata.get("family"):
+            axis, block = "family", strata["family"]
+            found = _match(block, family)
+        used[axis] = found
+        if found is None:
+            fam = f" (family {family!r})" if family else ""
+            uncovered.append(f"model {model!r}{fam}")
+        for side in ("sens", "spec"):
+            h = hyper(block, side)
+            if h is not None:
+                theta, mu = draw_stratum(h, found, rng, reps)
+                logits[side] = logits[side] + logit(_clip(theta)) - logit(_clip(mu))
+    return ErrorDraws(expit(logits["sens"]), expit(logits["spec"]), used, tuple(uncovered))

@@ -1,0 +1,145 @@
+"""Results tables that survive a log: one line per row at 60, 80 and 120 columns, on a
+terminal and in a pipe, for every probe, with perturbations; machine formats with
+numbers, not "33.3% [6.1%, 79.2%]" strings.
+
+The runs are real (the scripted ``fake`` backend, the rules judge, the real store and
+cell summaries); the tables are rendered from their summary.json.
+
+Run: ``.venv/bin/python -m pytest tests/test_cli_output.py -q``
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from userturn.analysis import run_table as results
+from userturn.analysis.tables import Table
+from userturn.cli import main, output
+from userturn.run.records import CellSummary
+
+GENERATE = [
+    *("run", "--model", "fake:x", "--dataset", "gsm8k", "--dataset", "healthbench-prompts"),
+    *("--limit", "3", "--samples", "2", "--judge", "rules", "--judge", "offline"),
+    *("--perturb", "none", "--perturb", "truncate:0.5", "--perturb", "append-question"),
+]
+LIKELIHOOD = [
+    *("likelihood", "--model", "fake:x", "--dataset", "healthbench", "--dataset", "mtbench"),
+    *("--limit", "3", "--perturb", "none", "--perturb", "truncate:0.5"),
+]
+ROLLOUT = [  # a rollout takes one perturbation
+    *("rollout", "--model", "fake:x", "--dataset", "healthbench-prompts", "--dataset", "gsm8k"),
+    *("--limit", "2", "--turns", "3", "--judge", "rules", "--perturb", "truncate:0.5"),
+]
+PROBES = {"generate": GENERATE, "likelihood": LIKELIHOOD, "rollout": ROLLOUT}
+KEY = ("model", "dataset", "T", "perturbation", "judge", "turn")
+DETAIL = ("top failure labels", "unparseable", "accuracy", "corrected [95% CI]", "n")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("probes")
+    out = {}
+    for name, argv in PROBES.items():
+        out[name] = base / name
+        assert main([*argv, "--out", str(out[name])]) == 0
+    return out
+
+
+def cells(run: Path) -> list[CellSummary]:
+    data = json.loads((run / "summary.json").read_text())
+    return [CellSummary.from_json(c) for c in data["cells"]]
+
+
+def render(table: Table, width: int, tty: bool) -> str:
+    buf = io.StringIO()
+    console = Console(file=buf, width=width, force_terminal=tty, color_system=None)
+    output.render(table, console, detail=DETAIL, key=KEY, keep=results.HEADLINE)
+    return re.sub(r"\x1b\[[0-9;]*m", "", buf.getvalue())
+
+
+def grid_lines(text: str) -> list[str]:
+    """The grid's body: the lines between the header rule and the moved columns."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if set(line.strip()) == {"─"}) + 1
+    body = []
+    for line in lines[start:]:
+        if not line.strip() or (line.endswith(":") and not line.startswith(" ")):
+            break
+        body.append(line)
+    return body
+
+
+@pytest.mark.parametrize("tty", [False, True], ids=["pipe", "tty"])
+@pytest.mark.parametrize("width", [60, 80, 120])
+@pytest.mark.parametrize("probe", list(PROBES))
+def test_every_row_is_one_line_and_no_value_folds(
+    runs: dict[str, Path], probe: str, width: int, tty: bool
+) -> None:
+    table = results.results_table(cells(runs[probe]))
+    assert len(table.shown) >= 4  # several perturbations, datasets or turns
+    text = render(table, width, tty)
+    assert max(len(line) for line in text.splitlines()) <= width, text
+    assert len(grid_lines(text)) == len(table.shown), text  # one line per row
+    rule = next(i for i, line in enumerate(text.splitlines()) if set(line.strip()) == {"─"})
+    assert "model" in " ".join(text.splitlines()[1:rule])  # a grid, never `key: value` stacks
+    for row in table.shown:
+        for value in row:
+            for item in output._items(value):  # a list may wrap between its items
+                assert item in text, (item, text)
+
+
+def test_perturbations_keep_the_grid_in_a_log(
+    runs: dict[str, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--perturb` once switched piped output to `key: value` stacks; now the same grid,
+    every row on one line, and the detail columns under it."""
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main([*GENERATE, "--out", str(runs["generate"])]) == 0
+    text = capsys.readouterr().out
+    body = grid_lines(text)
+    assert len(body) == 2 * 2 * 3 * 2  # datasets x T x perturbations x judges
+    row = r"(\d+\s+)?fake:x\s+(gsm8k|healthbench-prompts)\s+[01]\s+\S+"
+    assert all(re.match(row, x) for x in body), text
+    assert "more columns:" in text and "perturbation append-question:Does that make sense?" in text
+
+
+@pytest.mark.parametrize("probe", list(PROBES))
+def test_csv_and_json_carry_numbers(
+    runs: dict[str, Path], probe: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*PROBES[probe], "--out", str(runs[probe]), "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    summary = cells(runs[probe])
+    assert len(rows) == len(results.results_table(summary).rows)
+    numeric = {
+        "generate": ("rate", "ci_low", "ci_high", "corrected", "accuracy"),
+        "likelihood": ("preferred", "preferred_ci_low", "preferred_ci_high", "margin"),
+        "rollout": ("rate", "ci_low", "ci_high", "survival", "survival_ci_high"),
+    }[probe]
+    for row in rows:
+        for key in numeric:
+            if row[key] != "":
+                float(row[key])  # a number, not "33.3% [6.1%, 79.2%]"
+        assert "%" not in "".join(row[k] for k in numeric)
+    if probe == "generate":
+        by_key = {(c.dataset, c.temperature, c.perturbation, c.judge): c for c in summary}
+        for row in rows:
+            cell = by_key[(row["dataset"], float(row["T"]), row["perturbation"], row["judge"])]
+            assert float(row["rate"]) == pytest.approx(cell.rate)
+            assert float(row["ci_low"]) == pytest.approx(cell.ci_low)
+
+
+def test_table_shape_is_the_same_for_any_grid() -> None:
+    """The machine columns do not depend on whether the grid has perturbations."""
+    plain = CellSummary("m", "d", 0.0, "none", "rules", "c", n=3, rate=0.5, ci_low=0.1, ci_high=0.9)
+    perturbed = CellSummary("m", "d", 0.0, "truncate:0.5", "rules", "c", n=3, rate=0.5)
+    one, two = results.results_table([plain]), results.results_table([plain, perturbed])
+    assert one.raw_columns == two.raw_columns
+    assert "perturbation" not in one.columns and "perturbation" in two.columns
