@@ -37,7 +37,9 @@ def written_commands(path: Path) -> list[str]:
 
 
 def argv_to_check(command: str) -> list[str]:
-    argv = shlex.split(command)[1:]
+    """The command's arguments, with repository files (``examples/...``) made absolute
+    because the command runs in an empty directory."""
+    argv = [str(REPO / a) if (REPO / a).is_file() else a for a in shlex.split(command)[1:]]
     if argv[0] in DRY_RUN:
         return argv if "--dry-run" in argv else [*argv, "--dry-run"]
     return [*argv, "--help"]
