@@ -135,6 +135,6 @@ def test_options_and_capabilities(batched: LlamaCppBackend, sequential: LlamaCpp
     assert batched.capabilities.loglikelihood
     assert batched.decode_key == sequential.decode_key == ""  # same text either way
     with pytest.raises(UserError, match="batch_samples"):
-        LlamaCppBackend(Spec("llamacpp", "smollm2-135m", {"batch_samples": "yes"}))
+        LlamaCppBackend(Spec("llamacpp", "smollm2-135m", {"batch_samples": "maybe"}))
     with pytest.raises(UserError, match="n_seq"):
         LlamaCppBackend(Spec("llamacpp", "smollm2-135m", {"n_seq": "65"}))
