@@ -122,6 +122,12 @@ def split_warning(cfg: RunConfig, background: bool) -> str | None:
     )
 
 
+ANNOUNCE_MIN = 50
+"""Model calls below which a run in a script or log starts without its size line: a run
+that small is over in about a minute, and a script that feeds it bad input should see
+the one error line alone. On a terminal every run states its size."""
+
+
 def announce(cfg: RunConfig, out: Path | None) -> None:
     """One line on stderr before a run starts: its size and how long it should take, so
     a bare ``userturn run`` (100 items, 300 generations) does not start without a word."""
@@ -131,6 +137,9 @@ def announce(cfg: RunConfig, out: Path | None) -> None:
     out = out or driver.default_out(cfg)
     jobs = driver.load_jobs(cfg)
     items = sum(len(j.items) for j in jobs)
+    calls = items * len(cfg.models) + driver.planned_user_turns(cfg, jobs) * len(cfg.models)
+    if calls < ANNOUNCE_MIN and not sys.stderr.isatty():
+        return
     if cfg.probe == "likelihood":
         n = driver.planned_user_turns(cfg, jobs) * len(cfg.models)
         grid = (
