@@ -90,6 +90,8 @@ def _scores(rec: dict[str, Any]) -> dict[str, Any]:
     from inspect_ai.scorer import Score
 
     if rec["probe"] == "likelihood":
+        if not rec.get("candidates"):  # a context left out (its real turn copies the context)
+            return {}
         return {
             LIKELIHOOD_SCORER: Score(
                 value=1 if rec.get("prefers_real") else 0,
