@@ -107,18 +107,19 @@ def test_time_estimates_come_from_a_measured_speed(
 def test_a_bare_run_states_its_size_and_duration_first(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A run of 60 calls states its size first; in a pipe, a 6-call run that fails on
-    bad input shows the error line alone (the single-line contract for scripts)."""
-    assert main([*FAKE, "--limit", "20", "--out", str(tmp_path / "r")]) == 0
+    """The size line is the run's first progress line; a run that then fails on bad
+    input adds exactly one error line."""
+    assert main([*FAKE, "--limit", "2", "--out", str(tmp_path / "r")]) == 0
     err = capsys.readouterr().err.splitlines()
-    assert err[0].startswith("run: 1 model(s) x 1 dataset(s) (20 items) x T=0,1")
-    assert "20 answers + 40 user turns to generate; time: " in err[0]
-    assert main([*FAKE, "--limit", "20", "--out", str(tmp_path / "r")]) == 0
+    assert err[0].startswith("progress 0s: run: 1 model(s) x 1 dataset(s) (2 items) x T=0,1")
+    assert "2 answers + 4 user turns to generate; time: " in err[0]
+    assert main([*FAKE, "--limit", "2", "--out", str(tmp_path / "r")]) == 0
     first = capsys.readouterr().err.splitlines()[0]
     assert "0 answers + 0 user turns to generate (the rest is stored)" in first
     (tmp_path / "afile").write_text("x")
     assert main([*FAKE, "--limit", "2", "--out", str(tmp_path / "afile")]) == 2
-    assert capsys.readouterr().err.strip().splitlines()[0].startswith("error: ")
+    said = [x for x in capsys.readouterr().err.splitlines() if not x.startswith("progress ")]
+    assert len(said) == 1 and said[0].startswith("error: ")
 
 
 def test_the_table_warns_on_truncated_answers(

@@ -99,7 +99,8 @@ def test_second_writer_is_refused_in_one_line_naming_the_holder(tmp_path: Path) 
             p = cli(*args)
             _, err = p.communicate(timeout=300)
             assert p.returncode == 2 and "Traceback" not in err, err
-            (line,) = err.strip().splitlines()
+            # the run's size line is a progress line; the refusal is the one error line
+            (line,) = [x for x in err.strip().splitlines() if not x.startswith("progress ")]
             assert line.startswith(f"error: {out}: another userturn process (pid "), line
             assert "userturn run) is writing this run directory" in line
             assert "run this command again when it has finished" in line

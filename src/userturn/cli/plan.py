@@ -122,10 +122,9 @@ def split_warning(cfg: RunConfig, background: bool) -> str | None:
     )
 
 
-ANNOUNCE_MIN = 50
-"""Model calls below which a run in a script or log starts without its size line: a run
-that small is over in about a minute, and a script that feeds it bad input should see
-the one error line alone. On a terminal every run states its size."""
+SIZE_LINE = "progress 0s: "
+"""The size line opens the run's progress lines: like them it is news, not an error, so
+a log reader (and a script that keeps stderr's error lines) can tell it apart."""
 
 
 def announce(cfg: RunConfig, out: Path | None) -> None:
@@ -137,21 +136,21 @@ def announce(cfg: RunConfig, out: Path | None) -> None:
     out = out or driver.default_out(cfg)
     jobs = driver.load_jobs(cfg)
     items = sum(len(j.items) for j in jobs)
-    calls = items * len(cfg.models) + driver.planned_user_turns(cfg, jobs) * len(cfg.models)
-    if calls < ANNOUNCE_MIN and not sys.stderr.isatty():
-        return
     if cfg.probe == "likelihood":
         n = driver.planned_user_turns(cfg, jobs) * len(cfg.models)
         grid = (
             f"{len(cfg.models)} model(s) x {len(jobs)} dataset(s) ({items} items) "
             f"x perturbations={','.join(cfg.perturbations)}"
         )
-        print(f"likelihood: {grid}: {n} contexts to score, no judge calls", file=sys.stderr)
+        print(
+            f"{SIZE_LINE}likelihood: {grid}: {n} contexts to score, no judge calls", file=sys.stderr
+        )
         return
     if cfg.probe == "rollout":
         n = items * samples_at(cfg.temperatures[0], cfg.samples) * len(cfg.models)
         print(
-            f"rollout: {grid_line(cfg, jobs, items)}: {n} conversations of up to {cfg.turns} "
+            f"{SIZE_LINE}rollout: {grid_line(cfg, jobs, items)}: {n} conversations of up to "
+            f"{cfg.turns} "
             "user turns",
             file=sys.stderr,
         )
@@ -159,7 +158,7 @@ def announce(cfg: RunConfig, out: Path | None) -> None:
     sz = size(cfg, out, jobs)
     left = f"{sz.answers - sz.done.answers} answers + {sz.turns - sz.done.turns} user turns"
     print(
-        f"run: {grid_line(cfg, jobs, sz.items)}: {left} to generate"
+        f"{SIZE_LINE}run: {grid_line(cfg, jobs, sz.items)}: {left} to generate"
         + (" (the rest is stored)" if sz.resumed else "")
         + f"; time: {time_left(cfg, sz.calls_left)}; `--dry-run` shows the plan",
         file=sys.stderr,
