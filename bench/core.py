@@ -32,9 +32,10 @@ from userturn.config import RunConfig
 from userturn.datasets import load_dataset
 from userturn.run import driver
 from userturn.run.events import AnswerEvent
-from userturn.run.records import AnswerRecord, derive_seed
-from userturn.run.store import Store
 from userturn.run.worker import ItemWorker
+from userturn.rundir.keys import derive_seed
+from userturn.rundir.records import AnswerRecord
+from userturn.rundir.store import Store
 
 SEED = 0
 

@@ -65,7 +65,7 @@ def userturn_side(out: Path, args: argparse.Namespace) -> dict[str, Any]:
     _, wall, cpu = timed(
         [sys.executable, "-m", "userturn", "run", "--config", str(path), "--out", str(out)]
     )
-    from userturn.run.store import Store
+    from userturn.rundir.store import Store
 
     store = Store(out / "store.sqlite")
     try:

@@ -36,8 +36,9 @@ K = 3
 
 
 def build(path: Path, n_records: int, seed: int = 0) -> int:
-    from userturn.run.records import AnswerRecord, UserTurnRecord, content_key
-    from userturn.run.store import Store
+    from userturn.rundir.keys import content_key
+    from userturn.rundir.records import AnswerRecord, UserTurnRecord
+    from userturn.rundir.store import Store
 
     rng = random.Random(seed)
     per_item = len(MODELS) * len(DATASETS) * len(PERTS) * sum(1 if t == 0 else K for t in TEMPS)
@@ -85,7 +86,7 @@ def _judge(store: Any, rng: random.Random, key: str) -> None:
 def aggregate(path: Path) -> dict[str, float]:
     from userturn.analysis.cells import summary_cells
     from userturn.analysis.views import analyze
-    from userturn.run.store import Store
+    from userturn.rundir.store import Store
 
     store = Store(path)
     t0, c0 = time.perf_counter(), time.process_time()

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from userturn.run.outputs import write_outputs
-from userturn.run.records import AnswerRecord, UserTurnRecord, content_key
-from userturn.run.store import STORE_NAME, Store
+from userturn.rundir.keys import content_key
+from userturn.rundir.records import AnswerRecord, UserTurnRecord
+from userturn.rundir.store import STORE_NAME, Store
 from userturn.types import Judgment
 
 Outcome = Callable[[str, int, float, int, str], tuple[str, bool | None, str | None]]

@@ -24,8 +24,8 @@ from userturn.analysis.agree import (
     kappa_interval,
 )
 from userturn.cli import main
-from userturn.run.records import UserTurnRecord
-from userturn.run.store import Store
+from userturn.rundir.records import UserTurnRecord
+from userturn.rundir.store import Store
 from userturn.types import LABELS, Judgment
 
 CELLS = ["m1|gsm8k|T=0.0|none", "m1|gsm8k|T=1.0|none", "m2|gsm8k|T=0.0|none", "m2|gsm8k|T=1.0|none"]

@@ -19,7 +19,7 @@ from synthetic_runs import Spec, build_run, default_outcome
 from userturn.analysis import cells as A
 from userturn.analysis import intervals as I
 from userturn.analysis import views as V
-from userturn.run.store import Store
+from userturn.rundir.store import Store
 
 
 @pytest.fixture(scope="module")

@@ -20,9 +20,9 @@ import pytest
 from rich.console import Console
 
 from userturn.analysis import run_table as results
+from userturn.analysis.cell import CellSummary
 from userturn.analysis.tables import Table
 from userturn.cli import main, output
-from userturn.run.records import CellSummary
 
 GENERATE = [
     *("run", "--model", "fake:x", "--dataset", "gsm8k", "--dataset", "healthbench-prompts"),

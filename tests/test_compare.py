@@ -96,8 +96,8 @@ def test_table_and_cli(runs: tuple[Path, Path], capsys: pytest.CaptureFixture[st
 
 def test_likelihood_cells_compare_their_measures() -> None:
     """A likelihood cell has no judged rate; compare shows its v2 measures side by side."""
+    from userturn.analysis.cell import CellSummary
     from userturn.analysis.compare import Side, _row, compare_table
-    from userturn.run.records import CellSummary
 
     def cell(pmi: float, role: float) -> CellSummary:
         return CellSummary(

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from userturn.analysis.cell import CellSummary
 from userturn.cli import main
 from userturn.config import FIELD_ROLES, FINGERPRINT, SELECTION, RunConfig, build_config
-from userturn.run.records import CellSummary
-from userturn.run.store import Store
+from userturn.rundir.store import Store
 
 ROLLOUT = {"probe": "rollout", "temperatures": [1.0], "judges": ["offline", "rules"]}
 CHANGED: dict[str, Any] = {

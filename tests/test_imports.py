@@ -1,4 +1,4 @@
-"""The package's import graph has no cycle, and only ``run.store`` speaks SQL to a run.
+"""The package's import graph has no cycle, and only ``rundir.store`` speaks SQL to a run.
 
 Run: ``.venv/bin/python -m pytest tests/test_imports.py -q`` (well under a second). The
 graph is read from the source (module-level and function-level ``import`` statements),
@@ -53,7 +53,7 @@ def test_there_is_no_import_cycle() -> None:
 def test_the_graph_sees_real_edges() -> None:
     """Guard against a walker that finds nothing (an empty graph has no cycle either)."""
     g = graph()
-    assert g.has_edge("userturn.run.driver", "userturn.run.store")
+    assert g.has_edge("userturn.run.driver", "userturn.rundir.store")
     assert g.has_edge("userturn.run.worker", "userturn.chat")
 
 
@@ -61,7 +61,7 @@ def test_the_graph_sees_real_edges() -> None:
 def test_only_the_store_runs_sql_on_a_run(path: Path) -> None:
     """The run store owns its schema; two other SQLite files have their own small
     stores (the shared judge cache and the annotation database)."""
-    own_db = {"run/store.py", "judges/cache.py", "annotate/db.py"}
+    own_db = {"rundir/store.py", "judges/cache.py", "annotate/db.py"}
     rel = str(path.relative_to(SRC))
     text = path.read_text(encoding="utf-8")
     if rel not in own_db:

@@ -20,7 +20,7 @@ from matplotlib.transforms import Bbox
 from synthetic_runs import Spec, build_run
 from userturn.analysis import plots
 from userturn.analysis.views import Analysis, analyze
-from userturn.run.store import Store
+from userturn.rundir.store import Store
 
 
 def _analyze(run: Path) -> Analysis:

@@ -15,7 +15,7 @@ import pytest
 from reliability_helpers import write_items
 from userturn.analysis.loading import load_run
 from userturn.cli import main
-from userturn.run.store import open_run
+from userturn.rundir.store import open_run
 
 pq = pytest.importorskip("pyarrow.parquet")
 

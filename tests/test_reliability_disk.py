@@ -24,8 +24,8 @@ import pytest
 from reliability_helpers import write_items
 from userturn.cli import main
 from userturn.errors import ResourceError
-from userturn.run.records import UserTurnRecord
-from userturn.run.store import Store, open_run
+from userturn.rundir.records import UserTurnRecord
+from userturn.rundir.store import Store, open_run
 
 
 def _args(data: Path, out: Path) -> list[str]:

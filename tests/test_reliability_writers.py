@@ -20,7 +20,7 @@ from reliability_helpers import (
     write_items,
 )
 from userturn.cli import main
-from userturn.run.lock import LOCK_NAME, run_lock
+from userturn.rundir.lock import LOCK_NAME, run_lock
 
 ROUNDS = 20
 

@@ -14,7 +14,7 @@ import pytest
 from synthetic_runs import Spec, build_run
 from userturn.analysis import tables as T
 from userturn.analysis.views import Analysis, analyze
-from userturn.run.store import Store
+from userturn.rundir.store import Store
 from userturn.types import LABELS
 
 

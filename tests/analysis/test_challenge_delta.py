@@ -11,7 +11,7 @@ import pytest
 
 from userturn.analysis.cells import Answer, Cell
 from userturn.analysis.views import perturbation_deltas
-from userturn.run.store import JudgmentFact, TurnFact
+from userturn.rundir.store import JudgmentFact, TurnFact
 
 
 def _fact(item: str, pert: str, sample: int) -> TurnFact:

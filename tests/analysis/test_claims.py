@@ -22,7 +22,7 @@ from userturn.analysis.claims import (
     rho_interval,
 )
 from userturn.analysis.intervals import paired_diff_interval
-from userturn.run.store import Store
+from userturn.rundir.store import Store
 
 
 def _models(

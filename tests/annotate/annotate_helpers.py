@@ -18,8 +18,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from userturn.run.records import AnswerRecord, UserTurnRecord
-from userturn.run.store import STORE_NAME, Store
+from userturn.rundir.records import AnswerRecord, UserTurnRecord
+from userturn.rundir.store import STORE_NAME, Store
 from userturn.types import Judgment
 
 MARKERS = (

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from annotate_helpers import ITEMS, add_second_judge, build_store_run
 
-from userturn.run.store import STORE_NAME, Store
+from userturn.rundir.store import STORE_NAME, Store
 
 
 @pytest.fixture()

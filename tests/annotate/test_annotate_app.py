@@ -23,8 +23,8 @@ from annotate_helpers import MARKERS
 from userturn.annotate import ExportOptions, export_packet
 from userturn.annotate.app import create_app
 from userturn.annotate.db import AnnotationDB
-from userturn.run.outputs import iter_records
-from userturn.run.store import STORE_NAME, Store
+from userturn.rundir.lines import iter_records
+from userturn.rundir.store import STORE_NAME, Store
 from userturn.types import LABELS
 
 fastapi = pytest.importorskip("fastapi")

@@ -32,8 +32,8 @@ from browser_helpers import chromium
 from userturn.annotate import ExportOptions, export_packet
 from userturn.annotate.db import AnnotationDB
 from userturn.cli import main
-from userturn.run.outputs import iter_records
-from userturn.run.store import STORE_NAME, Store
+from userturn.rundir.lines import iter_records
+from userturn.rundir.store import STORE_NAME, Store
 from userturn.types import LABELS
 
 pytestmark = pytest.mark.browser

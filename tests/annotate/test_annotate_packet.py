@@ -23,7 +23,7 @@ from userturn.annotate import ExportOptions, export_packet, import_annotations
 from userturn.annotate.db import AnnotationDB
 from userturn.cli import main
 from userturn.errors import UserError
-from userturn.run.store import STORE_NAME, Store
+from userturn.rundir.store import STORE_NAME, Store
 from userturn.types import Judgment
 
 

@@ -248,8 +248,8 @@ def test_real_in_process_llamacpp_judge() -> None:
 def test_judge_run_adds_a_cell_per_judge(tmp_path: Path) -> None:
     """``userturn judge --run``: judgments are added to stored user turns, several judges
     coexist, and unparseable/error verdicts are counted in summary.json, not labelled."""
-    from userturn.run.records import AnswerRecord, UserTurnRecord
-    from userturn.run.store import Store
+    from userturn.rundir.records import AnswerRecord, UserTurnRecord
+    from userturn.rundir.store import Store
 
     run = tmp_path / "run"
     run.mkdir()

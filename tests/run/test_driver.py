@@ -18,7 +18,7 @@ from userturn.cli import main
 from userturn.config import build_config
 from userturn.errors import UserError
 from userturn.run.driver import run
-from userturn.run.store import Store
+from userturn.rundir.store import Store
 
 BASE: dict[str, Any] = {
     "models": ["fake:d"],

@@ -13,7 +13,7 @@ import pytest
 
 from fault_server import FaultServer
 from userturn.cli import main
-from userturn.run.store import Store
+from userturn.rundir.store import Store
 
 
 def _statuses(run: Path) -> list[str]:

@@ -15,24 +15,16 @@ import pytest
 from userturn.analysis.cells import likelihood_cells
 from userturn.config import build_config
 from userturn.run.driver import run
-from userturn.run.likelihood import (
-    LikelihoodRecord,
-    ScoredCandidate,
-    candidates,
-    conditioned,
-    opening,
-    score_requests,
-    unrelated,
-)
+from userturn.run.likelihood import candidates, conditioned, opening, score_requests, unrelated
 from userturn.run.likelihood_plan import (
     COUNTERFACTUALS,
     END_MARKER_SCORED,
-    Counterfactual,
     assistant_turn_prompt,
     copies_context,
     counterfactuals,
 )
-from userturn.run.store import Store
+from userturn.rundir.records import Counterfactual, LikelihoodRecord, ScoredCandidate
+from userturn.rundir.store import Store
 from userturn.types import Item
 
 CTX = [

@@ -30,10 +30,15 @@ import pytest
 from fault_server import FaultServer
 from userturn.cli import main
 from userturn.errors import UserError
-from userturn.run.likelihood import LikelihoodRecord, ScoredCandidate
-from userturn.run.likelihood_plan import Counterfactual
-from userturn.run.records import AnswerRecord, UserTurnRecord, likelihood_line, record_line
 from userturn.run.repair import parse_line, recover
+from userturn.rundir.lines import likelihood_line, record_line
+from userturn.rundir.records import (
+    AnswerRecord,
+    Counterfactual,
+    LikelihoodRecord,
+    ScoredCandidate,
+    UserTurnRecord,
+)
 from userturn.types import Judgment
 
 GENERATE = [

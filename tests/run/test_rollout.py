@@ -24,7 +24,7 @@ from userturn.cli import main
 from userturn.config import build_config
 from userturn.errors import UserError
 from userturn.run.rollout import run_rollouts
-from userturn.run.store import Store
+from userturn.rundir.store import Store
 
 QUESTION_TURN = "Why is it 42? Could you show the steps?"
 

@@ -16,7 +16,7 @@ from userturn.cli import main
 from userturn.config import build_config
 from userturn.errors import UserError
 from userturn.run.driver import run
-from userturn.run.store import LEGACY_CONFIG, SCHEMA_VERSION, Store, open_run
+from userturn.rundir.store import LEGACY_CONFIG, SCHEMA_VERSION, Store, open_run
 
 V1_SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

@@ -19,8 +19,8 @@ from userturn.config import build_config
 from userturn.datasets import load_dataset
 from userturn.errors import UserError
 from userturn.run.events import AnswerEvent, UserEvent
-from userturn.run.records import derive_seed
 from userturn.run.worker import ItemWorker
+from userturn.rundir.keys import derive_seed
 from userturn.types import Item
 
 DATE = dt.date(2026, 1, 2)

@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 
 from userturn import assets
-from userturn.datasets.sources import IFBENCH, IFEVAL, PUNKT_ENGLISH
+from userturn.datasets.sources import IFBENCH, IFEVAL
 from userturn.errors import UserError
 from userturn.scoring import nltk_data
 from userturn.scoring.ifeval import score_instructions
+from userturn.scoring.nltk_data import PUNKT_ENGLISH
 
 
 def _rows(path: Path) -> dict[str, dict[str, Any]]:

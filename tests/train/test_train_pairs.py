@@ -14,7 +14,7 @@ import pytest
 
 from userturn.cli import main
 from userturn.errors import UserError
-from userturn.run.records import Transcript, UserTurnRecord
+from userturn.rundir.records import Transcript, UserTurnRecord
 from userturn.train.pairs import extract_pairs, pick_judge, run_records
 from userturn.types import Judgment
 

@@ -33,7 +33,7 @@ from userturn.stats import kappa, wilson
 from userturn.types import LABELS
 
 if TYPE_CHECKING:
-    from userturn.run.records import UserTurnRecord
+    from userturn.rundir.records import UserTurnRecord
 
 BOOTSTRAP_REPS = 1000
 
@@ -293,7 +293,7 @@ def resolve_judge(raw: str, available: list[str]) -> str:
 
 def run_labels(run_dir: Path, judge: str) -> dict[str, LabelRow]:
     """One judge's verdicts on a run's user turns, keyed by user-turn id, with cells."""
-    from userturn.run.store import open_run
+    from userturn.rundir.store import open_run
 
     with open_run(run_dir) as store:
         judge_id = resolve_judge(judge, store.judges())

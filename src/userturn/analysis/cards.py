@@ -15,7 +15,7 @@ from typing import Any
 
 from userturn.errors import UserError
 from userturn.judges.card import card_filename, load_card
-from userturn.run.store import Store
+from userturn.rundir.store import Store
 
 CARDS_DIR = "judge_cards"
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from userturn.analysis.cards import judge_cards
+from userturn.analysis.cell import CellSummary
 from userturn.analysis.correction import Corrected, cell_error_draws, stratified_rate
 from userturn.analysis.intervals import CI, ItemCounts, mean_interval, rate_interval, wilson
 from userturn.analysis.probe_stats import (
@@ -36,9 +37,8 @@ from userturn.analysis.sampling import (
     null_spread,
 )
 from userturn.judges import normalize_judge_spec
-from userturn.run.likelihood import LikelihoodRecord
-from userturn.run.records import CellSummary
-from userturn.run.store import JudgmentFact, Store, TurnFact
+from userturn.rundir.records import LikelihoodRecord
+from userturn.rundir.store import JudgmentFact, Store, TurnFact
 
 CellKey = tuple[str, str, float | None, str, str | None, str, str, int]
 

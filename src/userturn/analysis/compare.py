@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from userturn.analysis.cards import judge_cards
+from userturn.analysis.cell import CellSummary
 from userturn.analysis.cells import Cell, collect_cells, likelihood_cells
 from userturn.analysis.intervals import (
     independent_diff_interval,
@@ -33,8 +34,7 @@ from userturn.analysis.intervals import (
 )
 from userturn.analysis.tables import Table, pct, temp
 from userturn.errors import UserError
-from userturn.run.records import CellSummary
-from userturn.run.store import STORE_NAME, open_run
+from userturn.rundir.store import STORE_NAME, open_run
 
 log = logging.getLogger(__name__)
 MatchKey = tuple[str, float | None, str, str | None, str, int | None]

@@ -43,7 +43,7 @@ def _pandas() -> Any:
 
 
 def _read_records(run_dir: Path) -> list[dict[str, Any]]:
-    from userturn.run.store import STORE_NAME
+    from userturn.rundir.store import STORE_NAME
 
     parquet, jsonl, store = (
         run_dir / "records.parquet",
@@ -58,8 +58,8 @@ def _read_records(run_dir: Path) -> list[dict[str, Any]]:
         with jsonl.open(encoding="utf-8") as f:
             return [json.loads(line) for line in f if line.strip()]
     if store.is_file():
-        from userturn.run.outputs import iter_records
-        from userturn.run.store import open_run
+        from userturn.rundir.lines import iter_records
+        from userturn.rundir.store import open_run
 
         with open_run(run_dir) as st:
             return list(iter_records(st))

@@ -28,9 +28,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from userturn.analysis.cell import CellSummary
 from userturn.analysis.tables import temp
 from userturn.analysis.views import Analysis, LabelShares
-from userturn.run.records import CellSummary
 from userturn.types import LABELS
 
 log = logging.getLogger(__name__)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from userturn.analysis.cell import CellSummary
 from userturn.analysis.cells import top_labels
 from userturn.analysis.tables import (
     LIKELIHOOD_MEASURE_COLUMNS,
@@ -20,7 +21,6 @@ from userturn.analysis.tables import (
     extrapolated,
     strata_used,
 )
-from userturn.run.records import CellSummary
 
 Getter = Callable[[CellSummary], Any]
 RATE = ("rate", "ci_low", "ci_high")

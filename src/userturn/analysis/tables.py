@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from userturn.analysis.cell import CellSummary
 from userturn.analysis.views import AccuracyRow, Analysis
-from userturn.run.records import CellSummary
 from userturn.types import LABELS
 
 

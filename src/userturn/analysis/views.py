@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from userturn.analysis.cards import judge_cards
+from userturn.analysis.cell import CellSummary
 from userturn.analysis.cells import (
     Answer,
     Cell,
@@ -28,8 +29,7 @@ from userturn.analysis.cells import (
 from userturn.analysis.claims import ModelItems, corrected_paired_delta, rho_interval
 from userturn.analysis.correction import cell_error_draws
 from userturn.analysis.intervals import BOOTSTRAP_REPS, ItemCounts, paired_diff_interval, wilson
-from userturn.run.records import CellSummary
-from userturn.run.store import Store
+from userturn.rundir.store import Store
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,9 @@ from userturn.annotate.sampling import Pick, Sampling, arrange, choose, eligible
 from userturn.datasets.base import read_jsonl, require
 from userturn.errors import UserError, check_readable, read_text
 from userturn.judges import normalize_judge_spec
-from userturn.run.outputs import iter_records, write_json
-from userturn.run.store import open_run
+from userturn.run.outputs import write_json
+from userturn.rundir.lines import iter_records
+from userturn.rundir.store import open_run
 from userturn.types import LABELS, Message
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from userturn.cli.export_cmd import export_app
 from userturn.cli.io import atomic_lines, check_output
 from userturn.errors import UserError
 from userturn.run.conversations import export_conversations
-from userturn.run.store import open_run
+from userturn.rundir.store import open_run
 
 
 @export_app.command("conversations")

@@ -21,7 +21,7 @@ from userturn.judges import Judge, load_judge
 from userturn.judges.card import build_card, load_card, write_card
 from userturn.run.judge_stage import FAILED_SHARE, JudgeTally, judge_rows
 from userturn.run.outputs import write_outputs
-from userturn.run.store import open_run
+from userturn.rundir.store import open_run
 from userturn.types import JudgeInput
 
 judge_app = typer.Typer(

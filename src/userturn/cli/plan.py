@@ -24,8 +24,8 @@ from userturn.judges import normalize_judge_spec
 from userturn.perturb import load_perturbation
 from userturn.run import driver
 from userturn.run.executors import Job
-from userturn.run.store import STORE_NAME, open_run
 from userturn.run.worker import samples_at
+from userturn.rundir.store import STORE_NAME, open_run
 
 
 def check(cfg: RunConfig) -> None:

@@ -283,7 +283,7 @@ def export_pairs(
 def _check_generated(run_dir: Path) -> None:
     """A likelihood run scores given turns and generates none: there is nothing to pair,
     and "pick one with --judge" would send its user looking for a judge that never ran."""
-    from userturn.run.store import open_run
+    from userturn.rundir.store import open_run
 
     with open_run(run_dir) as store:
         if store.count_user_turns() == 0 and store.likelihood_keys():

@@ -22,8 +22,9 @@ Example row::
 from __future__ import annotations
 
 from userturn.datasets.ifeval import IFEval
-from userturn.datasets.sources import IFBENCH, PUNKT_ENGLISH, HubSource
+from userturn.datasets.sources import IFBENCH, HubSource
 from userturn.scoring.ifeval import Benchmark
+from userturn.scoring.nltk_data import PUNKT_ENGLISH
 
 
 class IFBench(IFEval):

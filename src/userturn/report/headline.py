@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from userturn.analysis.cell import CellSummary
 from userturn.analysis.tables import corrected_text, pct, rate_ci, temp
 from userturn.analysis.views import AccuracyRow, Analysis
-from userturn.run.records import CellSummary
 
 
 @dataclass(frozen=True)

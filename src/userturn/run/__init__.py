@@ -1,4 +1,5 @@
-"""A run, stage by stage: records (what is stored), the store (all SQL), the worker
-(generation), executors (where the worker runs), the judge stage, outputs (run-directory
-files) and the driver that ties them together. ``userturn.run.driver.run`` is the entry
-point; nothing is imported here so that light modules stay light."""
+"""A run, stage by stage: the worker (generation), executors (where the worker runs), the
+judge stage, outputs (run-directory files) and the driver that ties them together. What
+they store (records, keys, the store, the lock) is ``userturn.rundir``, below them.
+``userturn.run.driver.run`` is the entry point; nothing is imported here so that light
+modules stay light."""

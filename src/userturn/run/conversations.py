@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from userturn.run.records import UserTurnRecord
-from userturn.run.store import Store
+from userturn.rundir.records import UserTurnRecord
+from userturn.rundir.store import Store
 from userturn.types import Judgment
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from userturn import registry
+from userturn.analysis.cell import CellSummary
 from userturn.config import RunConfig, config_changes
 from userturn.datasets import load_dataset
 from userturn.errors import UserError, read_text
@@ -31,9 +32,10 @@ from userturn.run.events import AnswerEvent, LikelihoodEvent, UserEvent
 from userturn.run.executors import Job, make_executor
 from userturn.run.judge_stage import JudgeTally, judge_rows
 from userturn.run.outputs import KEPT, manifest, write_json, write_manifest, write_outputs
-from userturn.run.records import AnswerRecord, CellSummary, UserTurnRecord, content_key
-from userturn.run.store import STORE_NAME, Store, hold, open_run
 from userturn.run.worker import samples_at
+from userturn.rundir.keys import content_key
+from userturn.rundir.records import AnswerRecord, UserTurnRecord
+from userturn.rundir.store import STORE_NAME, Store, hold, open_run
 from userturn.types import Item
 
 log = logging.getLogger(__name__)

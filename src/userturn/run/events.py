@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from userturn.run.likelihood import LikelihoodRecord
-from userturn.run.records import AnswerRecord, UserTurnRecord
+from userturn.rundir.records import AnswerRecord, LikelihoodRecord, UserTurnRecord
 from userturn.types import Item
 
 

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from userturn.judges import Judge
-from userturn.run.records import UserTurnRecord
-from userturn.run.store import Store
+from userturn.rundir.records import UserTurnRecord
+from userturn.rundir.store import Store
 from userturn.types import JudgeInput
 
 log = logging.getLogger(__name__)

@@ -17,42 +17,19 @@ assistant header (role contrast), each comparing the same text with itself. The
 candidates' ranking by mean per-token log-likelihood (``prefers_real``, ``margin``) is
 kept as a secondary field: it mostly measures how easy each text is to copy, so the real
 turn almost never wins it. Version 1 records (ranking only, end marker scored) still
-read. Candidates are built deterministically and versioned (``CANDIDATES_VERSION``), and
-every record stores its candidates, conditions and scores.
+read. Candidates are built deterministically and versioned (``CANDIDATES_VERSION``,
+beside the record type in ``userturn.rundir.records``), and every record stores its
+candidates, conditions and scores.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, replace
-from typing import Any, ClassVar, Literal
+from dataclasses import replace
 
-from userturn.run.likelihood_plan import Counterfactual, opening, scored_text
+from userturn.run.likelihood_plan import opening, scored_text
+from userturn.rundir.records import CandidateKind, ScoredCandidate
 from userturn.types import Item, Message, ScoreRequest, ScoreResult
-
-CANDIDATES_VERSION = "2"
-"""2: answer PMI and role contrast, no end marker scored; 1: the ranking alone."""
-CandidateKind = Literal[
-    "real", "previous_turn_restate", "assistant_turn_restate", "new_task_prompt"
-]
-
-
-@dataclass(frozen=True)
-class ScoredCandidate:
-    kind: CandidateKind
-    text: str
-    logprob: float
-    """Sum of the continuation's token log-probabilities (version 1: with the user end
-    marker; version 2: the text alone)."""
-    n_tokens: int
-    condition: str = "user"
-    """``user`` (the real context, user header), ``assistant`` (the template's assistant
-    header) or ``cf<k>`` (the k-th counterfactual answer, user header)."""
-
-    @property
-    def mean(self) -> float:
-        """Mean per-token log-likelihood: comparable across candidates of any length."""
-        return self.logprob / max(self.n_tokens, 1)
 
 
 def unrelated_item(item: Item, pool: list[Item]) -> Item | None:
@@ -140,140 +117,3 @@ def filled(
         s = by_cond[c.condition].pop(0)
         out.append(replace(c, logprob=s.logprob, n_tokens=s.n_tokens))
     return tuple(out)
-
-
-@dataclass(frozen=True)
-class LikelihoodRecord:
-    """One context's candidates and their scores under the model's own user header."""
-
-    key: str
-    answer_key: str
-    item_id: str
-    model: str
-    dataset: str
-    config: str
-    perturbation: str
-    messages: tuple[Message, ...]
-    candidates: tuple[ScoredCandidate, ...]
-    family: str = ""
-    prompt_sha: str | None = None
-    template_sha: str | None = None
-    candidates_version: str = CANDIDATES_VERSION
-    prompt_tokens: int = 0
-    prompt_tokens_reused: int = 0
-    counterfactuals: tuple[Counterfactual, ...] = ()
-    """The counterfactual answers ``cf<k>`` stands for (version 2)."""
-    excluded: str | None = None
-    """Why the context is left out of every measure (its reference copies a context turn);
-    such a record has no candidates."""
-
-    COLUMNS: ClassVar[frozenset[str]] = frozenset(
-        {"key", "item_id", "model", "dataset", "config", "perturbation"}
-    )
-
-    def _user(self) -> list[ScoredCandidate]:
-        return [c for c in self.candidates if c.condition == "user"]
-
-    @property
-    def real(self) -> ScoredCandidate:
-        return next(c for c in self._user() if c.kind == "real")
-
-    @property
-    def best_degenerate(self) -> ScoredCandidate:
-        return max((c for c in self._user() if c.kind != "real"), key=lambda c: c.mean)
-
-    @property
-    def prefers_real(self) -> bool | None:
-        """The ranking (secondary): the real turn beats every degenerate candidate by mean
-        per-token log-likelihood under the user header."""
-        return None if self.excluded else self.real.mean > self.best_degenerate.mean
-
-    @property
-    def margin(self) -> float | None:
-        return None if self.excluded else self.real.mean - self.best_degenerate.mean
-
-    def logprob(self, kind: str, condition: str) -> float | None:
-        found = [c for c in self.candidates if c.kind == kind and c.condition == condition]
-        return found[0].logprob if found else None
-
-    def pmi(self, kind: CandidateKind = "real") -> float | None:
-        """Answer PMI of a candidate: under the real answer minus the mean under the
-        counterfactual answers (nats, whole text). None for version 1 or no
-        counterfactual."""
-        base = self.logprob(kind, "user")
-        alt = [self.logprob(kind, f"cf{i}") for i in range(len(self.counterfactuals))]
-        if base is None or not alt or any(a is None for a in alt):
-            return None
-        return base - sum(a for a in alt if a is not None) / len(alt)
-
-    def role(self, kind: CandidateKind = "real") -> float | None:
-        """Role contrast of a candidate: under the user header minus under the assistant
-        header (nats, whole text). None for version 1."""
-        user, asst = self.logprob(kind, "user"), self.logprob(kind, "assistant")
-        return None if user is None or asst is None else user - asst
-
-    def to_row(self) -> dict[str, Any]:
-        return {
-            "answer_key": self.answer_key,
-            "messages": list(self.messages),
-            "candidates": [_json(c) for c in self.candidates],
-            "family": self.family,
-            "prompt_sha": self.prompt_sha,
-            "template_sha": self.template_sha,
-            "candidates_version": self.candidates_version,
-            "prompt_tokens": self.prompt_tokens,
-            "prompt_tokens_reused": self.prompt_tokens_reused,
-            "counterfactuals": [asdict(c) for c in self.counterfactuals],
-            "excluded": self.excluded,
-        }
-
-    @classmethod
-    def from_row(cls, columns: dict[str, Any], data: dict[str, Any]) -> LikelihoodRecord:
-        cands = tuple(ScoredCandidate(**c) for c in data["candidates"])
-        cfs = tuple(Counterfactual(**c) for c in data.get("counterfactuals") or ())
-        skip = ("candidates", "messages", "counterfactuals")
-        rest = {k: v for k, v in data.items() if k not in skip}
-        return cls(
-            **columns,
-            messages=tuple(data["messages"]),
-            candidates=cands,
-            counterfactuals=cfs,
-            **rest,
-        )
-
-    def to_line(self) -> dict[str, Any]:
-        """Its records.jsonl line (``probe: "likelihood"``, one per context)."""
-        return {
-            "id": self.key,
-            "item_id": self.item_id,
-            "model": self.model,
-            "family": self.family,
-            "dataset": self.dataset,
-            "config": self.config,
-            "probe": "likelihood",
-            "perturbation": self.perturbation,
-            "messages": list(self.messages),
-            "answer_key": self.answer_key,
-            "candidates": [{**_json(c), "mean_logprob": c.mean} for c in self.candidates],
-            "candidates_version": self.candidates_version,
-            "prefers_real": self.prefers_real,
-            "margin": self.margin,
-            "pmi_real": self.pmi("real"),
-            "pmi_unrelated": self.pmi("new_task_prompt"),
-            "role_real": self.role("real"),
-            "role_opening": self.role("assistant_turn_restate"),
-            "counterfactuals": [asdict(c) for c in self.counterfactuals],
-            "excluded": self.excluded,
-            "prompt_sha": self.prompt_sha,
-            "template_sha": self.template_sha,
-        }
-
-
-def _json(c: ScoredCandidate) -> dict[str, Any]:
-    return {
-        "kind": c.kind,
-        "text": c.text,
-        "logprob": c.logprob,
-        "n_tokens": c.n_tokens,
-        "condition": c.condition,
-    }

@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from userturn.chat import place_system, sha256
@@ -33,6 +32,7 @@ from userturn.chat_markers import TurnMarkers
 from userturn.chat_template import ChatTemplate
 from userturn.errors import UserError
 from userturn.perturb import load_perturbation
+from userturn.rundir.records import Counterfactual
 from userturn.types import Item, Message
 
 COUNTERFACTUALS = 3
@@ -42,15 +42,6 @@ END_MARKER_SCORED = False
 SAME_ITEM = ("inject-error", "truncate:0.5")
 """The perturbations that give a same-item counterfactual, where they apply."""
 _ASSISTANT_SENTINEL = "\x00ut-assistant-sentinel\x00"
-
-
-@dataclass(frozen=True)
-class Counterfactual:
-    """One counterfactual answer: where it came from, and its text."""
-
-    source: str
-    """A perturbation id of the same item's answer, or ``other:<item id>``."""
-    text: str
 
 
 def _norm(text: str) -> str:

@@ -20,23 +20,19 @@ from userturn.chat_template import ChatTemplate
 from userturn.config import RunConfig
 from userturn.perturb import Perturbation
 from userturn.run.events import AnswerEvent, LikelihoodEvent
-from userturn.run.likelihood import (
-    CANDIDATES_VERSION,
-    LikelihoodRecord,
-    candidates,
-    conditioned,
-    filled,
-    score_requests,
-    unrelated_item,
-)
+from userturn.run.likelihood import candidates, conditioned, filled, score_requests, unrelated_item
 from userturn.run.likelihood_plan import (
-    Counterfactual,
     assistant_turn_prompt,
     copies_context,
     counterfactuals,
     with_answer,
 )
-from userturn.run.records import AnswerRecord
+from userturn.rundir.records import (
+    CANDIDATES_VERSION,
+    AnswerRecord,
+    Counterfactual,
+    LikelihoodRecord,
+)
 from userturn.types import Item, Message, ScoreRequest
 
 

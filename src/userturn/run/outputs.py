@@ -20,34 +20,12 @@ from typing import Any
 
 import yaml
 
+from userturn.analysis.cell import CellSummary
 from userturn.analysis.cells import summary_cells
 from userturn.redact import redact_data
-from userturn.run.atomic import replacing, write_chunks
-from userturn.run.records import CellSummary, Transcript, likelihood_line, record_line
-from userturn.run.store import Store
-
-
-def transcripts(store: Store) -> Iterator[Transcript]:
-    """Every user turn with its verdicts, in store order."""
-    judgments = store.judgments()
-    for turn in store.user_turns():
-        yield Transcript(turn, tuple(judgments.get(turn.key, [])))
-
-
-def iter_records(store: Store) -> Iterator[dict[str, Any]]:
-    """One records.jsonl line per user turn, then one per likelihood-probe context, each
-    with its answer and its item's content hash (``item_sha``): together every stored
-    field (``userturn recover`` reads them back)."""
-    answers = {a.key: a for a in store.answers()}
-    judgments = store.judgments()
-    items = store.all_item_hashes()
-    for turn in store.user_turns():
-        line = record_line(turn, answers.get(turn.answer_key), judgments.get(turn.key, []))
-        yield {**line, "item_sha": items.get((turn.dataset, turn.item_id))}
-    for rec in store.likelihoods():
-        line = likelihood_line(rec, answers.get(rec.answer_key))
-        yield {**line, "item_sha": items.get((rec.dataset, rec.item_id))}
-
+from userturn.rundir.atomic import replacing, write_chunks
+from userturn.rundir.lines import iter_records
+from userturn.rundir.store import Store
 
 KEPT = "the store is intact and holds every record"
 """What survives a failed output write of a run (the outputs are rebuilt from the store)."""

@@ -29,11 +29,11 @@ from userturn.chat import split_reasoning
 from userturn.datasets import load_dataset
 from userturn.datasets.base import read_jsonl
 from userturn.errors import UserError
-from userturn.run.likelihood import LikelihoodRecord
-from userturn.run.lock import run_lock
 from userturn.run.outputs import write_outputs
-from userturn.run.records import ANSWER_LINE_KEYS, AnswerRecord, UserTurnRecord, content_key
-from userturn.run.store import LEGACY_CONFIG, STORE_NAME, Store, open_run
+from userturn.rundir.keys import content_key
+from userturn.rundir.lock import run_lock
+from userturn.rundir.records import ANSWER_LINE_KEYS, AnswerRecord, LikelihoodRecord, UserTurnRecord
+from userturn.rundir.store import LEGACY_CONFIG, STORE_NAME, Store, open_run
 from userturn.types import Item, Judgment
 
 

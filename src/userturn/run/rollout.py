@@ -44,9 +44,10 @@ from userturn.judges import Judge
 from userturn.run import driver
 from userturn.run.events import AnswerEvent
 from userturn.run.judge_stage import JudgeTally, judge_input, judge_rows
-from userturn.run.records import AnswerRecord, UserTurnRecord, derive_seed
-from userturn.run.store import Store
 from userturn.run.worker import ItemWorker, samples_at
+from userturn.rundir.keys import derive_seed
+from userturn.rundir.records import AnswerRecord, UserTurnRecord
+from userturn.rundir.store import Store
 from userturn.types import GenRequest, Judgment, Message
 
 log = logging.getLogger(__name__)

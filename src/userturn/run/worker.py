@@ -35,7 +35,8 @@ from userturn.datasets import Dataset
 from userturn.errors import UserError
 from userturn.perturb import Perturbation, load_perturbation
 from userturn.run.events import AnswerEvent, Event, LikelihoodEvent, UserEvent
-from userturn.run.records import AnswerRecord, UserTurnRecord, content_key, derive_seed
+from userturn.rundir.keys import content_key, derive_seed
+from userturn.rundir.records import AnswerRecord, UserTurnRecord
 from userturn.types import GenRequest, GenResult, Item, Message, SamplingParams
 
 log = logging.getLogger(__name__)

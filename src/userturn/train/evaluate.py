@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from userturn.analysis.cell import CellSummary
 from userturn.analysis.compare import CompareRow, compare_runs
 from userturn.analysis.tables import Table, pct, rate_ci, temp
 from userturn.config import RunConfig, build_config, load_config
 from userturn.run import driver
 from userturn.run.outputs import write_json
-from userturn.run.records import CellSummary
 
 log = logging.getLogger(__name__)
 

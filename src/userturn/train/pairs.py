@@ -31,9 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from userturn.errors import UserError
-from userturn.run.outputs import transcripts
-from userturn.run.records import Transcript, UserTurnRecord, content_key
-from userturn.run.store import open_run
+from userturn.rundir.keys import content_key
+from userturn.rundir.lines import transcripts
+from userturn.rundir.records import Transcript, UserTurnRecord
+from userturn.rundir.store import open_run
 from userturn.types import Judgment
 
 log = logging.getLogger(__name__)

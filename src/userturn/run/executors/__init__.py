@@ -15,7 +15,7 @@ from userturn.config import RunConfig
 from userturn.datasets import Dataset
 from userturn.errors import missing_extra
 from userturn.run.events import Event
-from userturn.run.records import AnswerRecord
+from userturn.rundir.records import AnswerRecord
 from userturn.types import Item
 
 

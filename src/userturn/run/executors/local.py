@@ -10,8 +10,8 @@ from userturn.backends import load_backend
 from userturn.config import RunConfig
 from userturn.run.events import Event
 from userturn.run.executors import Job
-from userturn.run.records import AnswerRecord
 from userturn.run.worker import ItemWorker
+from userturn.rundir.records import AnswerRecord
 
 
 class LocalExecutor:

@@ -34,8 +34,8 @@ from userturn.datasets import Dataset
 from userturn.errors import UserError
 from userturn.run.events import Event
 from userturn.run.executors import Job
-from userturn.run.records import AnswerRecord
 from userturn.run.worker import ItemWorker
+from userturn.rundir.records import AnswerRecord
 from userturn.types import Item
 
 log = logging.getLogger(__name__)

@@ -26,10 +26,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from userturn.errors import UserError
-from userturn.run.atomic import space_error
-from userturn.run.likelihood import LikelihoodRecord
-from userturn.run.lock import run_lock
-from userturn.run.records import AnswerRecord, UserTurnRecord
+from userturn.rundir.atomic import space_error
+from userturn.rundir.lock import run_lock
+from userturn.rundir.records import AnswerRecord, LikelihoodRecord, UserTurnRecord
 from userturn.types import Judgment
 
 STORE_NAME = "store.sqlite"
@@ -459,7 +458,7 @@ def open_run(run_dir: Path, writer: str | None = None) -> Store:
 
     A command that writes the run names itself as ``writer``: it then holds the run's
     writer lock until the store is closed, and a second writer is refused in one line
-    (``userturn.run.lock``)."""
+    (``userturn.rundir.lock``)."""
     if not run_dir.exists():
         raise UserError("run directory not found", file=str(run_dir))
     if not run_dir.is_dir():
