@@ -27,7 +27,7 @@ def _args(data: Path, out: Path, *more: str) -> list[str]:
 
 def _error(capfd: pytest.CaptureFixture[str]) -> str:
     err = capfd.readouterr().err
-    (line,) = err.strip().splitlines()
+    (line,) = [x for x in err.strip().splitlines() if not x.startswith("progress ")]
     assert "Traceback" not in err
     return line
 

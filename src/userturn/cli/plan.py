@@ -22,6 +22,7 @@ from userturn.cli import output, speed
 from userturn.config import RunConfig
 from userturn.judges import normalize_judge_spec
 from userturn.perturb import load_perturbation
+from userturn.redact import redact
 from userturn.run import driver
 from userturn.run.executors import Job
 from userturn.run.worker import samples_at
@@ -72,8 +73,9 @@ def size(cfg: RunConfig, out: Path, jobs: list[Job], judges: list[str] | None = 
 
 
 def grid_line(cfg: RunConfig, jobs: list[Job], items: int) -> str:
+    """The grid in one line; judge specs may carry a base URL with credentials."""
     temps = ",".join(f"{t:g}" for t in cfg.temperatures)
-    return (
+    return redact(
         f"{len(cfg.models)} model(s) x {len(jobs)} dataset(s) ({items} items) x T={temps} "
         f"x k={cfg.samples} x perturbations={','.join(cfg.perturbations)} "
         f"x judges={','.join(cfg.judges) or 'none'}"
@@ -132,8 +134,13 @@ def announce(cfg: RunConfig, out: Path | None) -> None:
     a bare ``userturn run`` (100 items, 300 generations) does not start without a word."""
     warning = split_warning(cfg, in_background())
     if warning:
-        print(warning, file=sys.stderr)
-    out = out or driver.default_out(cfg)
+        print(redact(warning), file=sys.stderr)
+    print(redact(SIZE_LINE + size_line(cfg, out or driver.default_out(cfg))), file=sys.stderr)
+
+
+def size_line(cfg: RunConfig, out: Path) -> str:
+    """What the run will do and how long it should take (specs may carry credentials:
+    the caller redacts)."""
     jobs = driver.load_jobs(cfg)
     items = sum(len(j.items) for j in jobs)
     if cfg.probe == "likelihood":
@@ -142,26 +149,19 @@ def announce(cfg: RunConfig, out: Path | None) -> None:
             f"{len(cfg.models)} model(s) x {len(jobs)} dataset(s) ({items} items) "
             f"x perturbations={','.join(cfg.perturbations)}"
         )
-        print(
-            f"{SIZE_LINE}likelihood: {grid}: {n} contexts to score, no judge calls", file=sys.stderr
-        )
-        return
+        return f"likelihood: {grid}: {n} contexts to score, no judge calls"
     if cfg.probe == "rollout":
         n = items * samples_at(cfg.temperatures[0], cfg.samples) * len(cfg.models)
-        print(
-            f"{SIZE_LINE}rollout: {grid_line(cfg, jobs, items)}: {n} conversations of up to "
-            f"{cfg.turns} "
-            "user turns",
-            file=sys.stderr,
+        return (
+            f"rollout: {grid_line(cfg, jobs, items)}: {n} conversations of up to "
+            f"{cfg.turns} user turns"
         )
-        return
     sz = size(cfg, out, jobs)
     left = f"{sz.answers - sz.done.answers} answers + {sz.turns - sz.done.turns} user turns"
-    print(
-        f"{SIZE_LINE}run: {grid_line(cfg, jobs, sz.items)}: {left} to generate"
+    return (
+        f"run: {grid_line(cfg, jobs, sz.items)}: {left} to generate"
         + (" (the rest is stored)" if sz.resumed else "")
-        + f"; time: {time_left(cfg, sz.calls_left)}; `--dry-run` shows the plan",
-        file=sys.stderr,
+        + f"; time: {time_left(cfg, sz.calls_left)}; `--dry-run` shows the plan"
     )
 
 
@@ -170,7 +170,7 @@ def dry_run(cfg: RunConfig, out: Path | None) -> int:
     driver.check_out(out)
     jobs = driver.load_jobs(cfg)
     say = output.say
-    say(f"models: {', '.join(cfg.models)}")
+    say(redact(f"models: {', '.join(cfg.models)}"))
     say(f"datasets: {names(jobs)}")
     if cfg.probe != "generate":
         return _dry_run_probe(cfg, out, jobs)
