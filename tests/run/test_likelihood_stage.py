@@ -94,7 +94,9 @@ def test_probe_on_the_embedded_model_writes_records_cells_and_resumes(tmp_path: 
     for x in scored:
         conds = {c["condition"] for c in x["candidates"]}
         assert conds == {"user", "assistant"} | {f"cf{i}" for i in range(len(x["counterfactuals"]))}
-        assert len(x["counterfactuals"]) == 3
+        # of 3 items: the item's own truncated answer and the one other item's answer (the
+        # third item gives the unrelated request, so its answer is never a counterfactual)
+        assert len(x["counterfactuals"]) == 2
         user = [c for c in x["candidates"] if c["condition"] == "user"]
         real = user[0]
         best = max(c["mean_logprob"] for c in user[1:])
