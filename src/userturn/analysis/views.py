@@ -258,32 +258,16 @@ def perturbation_deltas(cells: Iterable[Cell], cards: Cards | None = None) -> li
         ref = base.get(_delta_key(c))
         if c.perturbation == "none" or ref is None:
             continue
-        shared = sorted(set(c.per_item) & set(ref.per_item))
-        a, b = c.item_counts(shared), ref.item_counts(shared)
-        ra, rb = _pooled(a), _pooled(b)
-        (lo, hi), method = paired_diff_interval(a, b)
         out.append(
             DeltaRow(
-                model=c.model,
-                family=c.family,
-                dataset=c.dataset,
-                config=c.config,
                 temperature=c.temperature,
-                judge=c.judge,
                 perturbation=c.perturbation,
-                n_items=len(shared),
                 n=c.n,
                 n_base=ref.n,
-                rate=ra,
-                rate_base=rb,
-                delta=None if ra is None or rb is None else ra - rb,
-                ci_low=lo,
-                ci_high=hi,
-                ci_method=method,
                 unparseable=c.unparseable + c.errors,
                 unparseable_base=ref.unparseable + ref.errors,
                 **_challenges(c, ref),
-                **_corrected(a, b, (lo, hi), _youden(c, cards)),
+                **_paired(c, ref, cards),
             )
         )
     return out
@@ -300,29 +284,32 @@ def temperature_deltas(cells: Iterable[Cell], cards: Cards | None = None) -> lis
         ref = base.get(_temp_key(c))
         if ref is None or not c.temperature:
             continue
-        shared = sorted(set(c.per_item) & set(ref.per_item))
-        a, b = c.item_counts(shared), ref.item_counts(shared)
-        ra, rb = _pooled(a), _pooled(b)
-        (lo, hi), method = paired_diff_interval(a, b)
-        out.append(
-            TemperatureDelta(
-                model=c.model,
-                family=c.family,
-                dataset=c.dataset,
-                config=c.config,
-                judge=c.judge,
-                temperature=c.temperature,
-                n_items=len(shared),
-                rate=ra,
-                rate_base=rb,
-                delta=None if ra is None or rb is None else ra - rb,
-                ci_low=lo,
-                ci_high=hi,
-                ci_method=method,
-                **_corrected(a, b, (lo, hi), _youden(c, cards)),
-            )
-        )
+        out.append(TemperatureDelta(temperature=c.temperature, **_paired(c, ref, cards)))
     return out
+
+
+def _paired(c: Cell, ref: Cell, cards: Cards | None) -> dict[str, Any]:
+    """A cell against its reference cell on the items both have: the row's key, both
+    rates, the paired difference with its CI, raw and corrected."""
+    shared = sorted(set(c.per_item) & set(ref.per_item))
+    a, b = c.item_counts(shared), ref.item_counts(shared)
+    ra, rb = _pooled(a), _pooled(b)
+    (lo, hi), method = paired_diff_interval(a, b)
+    return {
+        "model": c.model,
+        "family": c.family,
+        "dataset": c.dataset,
+        "config": c.config,
+        "judge": c.judge,
+        "n_items": len(shared),
+        "rate": ra,
+        "rate_base": rb,
+        "delta": None if ra is None or rb is None else ra - rb,
+        "ci_low": lo,
+        "ci_high": hi,
+        "ci_method": method,
+        **_corrected(a, b, (lo, hi), _youden(c, cards)),
+    }
 
 
 def _temp_key(c: Cell) -> tuple[Any, ...]:

@@ -62,7 +62,10 @@ class InspectBackend(Backend):
     """
 
     def __init__(self, base: Backend, model: Model, call: Callable[..., Any]) -> None:
-        super().__init__(base.spec)
+        # the spec and its typed options are the base backend's (this class is no plugin
+        # of its own, so Backend.__init__ could not look its options up)
+        self.spec = base.spec
+        self.options = base.options
         self.base = base
         self.model = model
         self.call = call
