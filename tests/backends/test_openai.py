@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import os
 import socket
 from pathlib import Path
 
@@ -297,8 +298,16 @@ def _in_process_logprobs(smollm2_path: Path, prompt: str, continuation: str) -> 
     """The continuation's token log-probabilities, from llama.cpp evaluated in-process."""
     import llama_cpp
 
+    # The server fixture's thread count, and a prompt shorter than any batch: both sides
+    # then run the same kernels on the same batch shape, so their logits coincide (the
+    # tolerance below covers only float32 log-softmax and JSON rounding, not the engine's
+    # batch-shape variance, which this comparison avoids rather than bounds).
     llm = llama_cpp.Llama(
-        model_path=str(smollm2_path), n_ctx=64, n_threads=1, logits_all=True, verbose=False
+        model_path=str(smollm2_path),
+        n_ctx=64,
+        n_threads=os.cpu_count() or 2,
+        logits_all=True,
+        verbose=False,
     )
     full = llm.tokenize((prompt + continuation).encode(), special=True)
     n_prompt = len(llm.tokenize(prompt.encode(), special=True))
