@@ -14,6 +14,8 @@
 #
 # Usage: examples/measures-local.sh   (from the repository root, after `make setup-test`)
 #        N=10 OUT=/tmp/m examples/measures-local.sh
+#        ONLY="smollm2-135m qwen2.5-coder-0.5b" examples/measures-local.sh   (no adapters needed;
+#        a later full run resumes: stores make no model call for what they hold)
 set -euo pipefail
 
 PY=${PY:-.venv/bin/python}
@@ -22,9 +24,11 @@ OUT=${OUT:-runs/measures-local}
 TRAIN=${TRAIN:-runs/train-local}
 N=${N:-8}                   # contexts per held-out dataset, items for error injection (CPU: ~40 min)
 SKIP=${SKIP:-28}            # GSM8K items before this index were used by train-local.sh
+ONLY=${ONLY:-smollm2-135m sft-user dpo-selfplay qwen2.5-coder-0.5b}  # a subset runs alone
 mkdir -p "$OUT"
 
 for adapter in sft-user dpo-selfplay; do
+  [[ " $ONLY " == *" $adapter "* ]] || continue
   [ -f "$TRAIN/$adapter/train.json" ] || { echo "run examples/train-local.sh first ($TRAIN/$adapter)"; exit 2; }
 done
 
@@ -49,7 +53,7 @@ declare -A MODELS=(
   [qwen2.5-coder-0.5b]="qwen2.5-coder-0.5b"
 )
 HELD=(--dataset healthbench --dataset sharegpt --limit "$N")
-for name in smollm2-135m sft-user dpo-selfplay qwen2.5-coder-0.5b; do
+for name in $ONLY; do
   model=${MODELS[$name]}
   echo "== $name"
   $UT run --model "$model" "${HELD[@]}" --temperatures 1.0 --samples 4 --judge offline \
