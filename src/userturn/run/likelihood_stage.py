@@ -15,8 +15,8 @@ from typing import Any, Protocol
 
 from userturn.backends import Backend
 from userturn.chat import UserPrompt, user_turn_prompt
-from userturn.chat_markers import TurnMarkers
-from userturn.chat_template import ChatTemplate
+from userturn.chat.markers import TurnMarkers
+from userturn.chat.template import ChatTemplate
 from userturn.config import RunConfig
 from userturn.perturb import Perturbation
 from userturn.run.events import AnswerEvent, LikelihoodEvent
