@@ -396,6 +396,23 @@ def test_a_bad_line_names_its_line_and_field_and_touches_nothing(
     assert sorted(p.name for p in out.glob("store.sqlite*")) == ["store.sqlite"]
 
 
+def test_a_perturbation_detail_is_checked_key_by_key(runs: dict[str, Path]) -> None:
+    """The detail the store's SQL reads (``applied``) is typed: a value that is no
+    boolean, or a detail without it, is refused by field; keys of another version stay."""
+    line = next(ln for ln in _lines(runs["all"] / "records.jsonl") if ln["perturbation_detail"])
+    detail = line["perturbation_detail"]
+    for bad in (
+        {**detail, "applied": "maybe"},
+        {k: v for k, v in detail.items() if k != "applied"},
+    ):
+        with pytest.raises(UserError) as err:
+            parse_line({**line, "perturbation_detail": bad}, "records.jsonl", 4)
+        assert err.value.line == 4 and err.value.field == "perturbation_detail.applied"
+    kept = parse_line({**line, "perturbation_detail": {**detail, "later": 1}}, "records.jsonl", 4)
+    assert isinstance(kept.record, UserTurnRecord)
+    assert kept.record.perturbation_detail == {**detail, "later": 1}
+
+
 def test_a_bad_answer_field_is_named_by_its_line_key(runs: dict[str, Path]) -> None:
     line = next(ln for ln in _lines(runs["all"] / "records.jsonl") if ln["answer"])
     with pytest.raises(UserError) as err:
