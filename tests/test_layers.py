@@ -42,17 +42,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("rundir", frozenset({"rundir"})),
     (
         "plugin support",
-        frozenset(
-            {
-                "chat",
-                "chat_markers",
-                "chat_reasoning",
-                "chat_template",
-                "http",
-                "hfmodel",
-                "scoring",
-            }
-        ),
+        frozenset({"chat", "http", "hfmodel", "scoring"}),
     ),
     ("plugins", frozenset({"datasets", "perturb", "backends"})),
     ("judges", frozenset({"judges"})),

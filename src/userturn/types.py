@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pydantic import ConfigDict
+from typing_extensions import TypedDict
+
 Role = Literal["system", "user", "assistant"]
 Label = Literal[
     "previous_turn_restate",
@@ -37,6 +40,50 @@ AnswerFinish = Literal["stop", "length", "length_in_reasoning", "error", "given"
 """Why an answer ended; ``length_in_reasoning``: cut by the token limit inside an open
 reasoning block, so there is no final answer (scored incorrect, counted per cell)."""
 Probe = Literal["generate", "likelihood", "rollout"]
+
+
+class _DetailCore(TypedDict):
+    applied: bool
+    """False when the perturbation could not apply and left the text as it was: such a
+    turn is an unperturbed turn in disguise, counted apart, never as perturbed."""
+
+
+class PerturbationDetail(_DetailCore, total=False):
+    """What a perturbation changed beyond the text (``inject-error``'s answers), as the
+    perturbation writes it and every reader reads it: stored on the user turn as
+    ``perturbation_detail`` (JSON), read back by the store's SQL and by the analysis, and
+    checked against these annotations when ``recover`` reads records.jsonl.
+    ``applied`` is always there (``inject-error`` always writes ``version`` to ``seed``
+    too, the rest where they apply). Keys are declared in the order they are written,
+    which is the order a validated copy keeps; a key not declared here (a line from
+    another version) is kept, after them.
+    """
+
+    __pydantic_config__ = ConfigDict(extra="allow")  # type: ignore[misc]
+
+    version: str
+    kind: str | None
+    """``numeric`` or ``multiple_choice``; None when there is no gold answer."""
+    original: str | None
+    injected: str | None
+    gold: str | None
+    seed: int
+    original_text: str
+    injected_text: str
+    """Multiple choice: both options' texts."""
+    original_correct: bool
+    occurrences: int
+    changes: list[dict[str, Any]]
+    """Each place rewritten: its span in the original answer, the old and the new text."""
+    kept: int
+    """Earlier mentions of the original value, left alone."""
+    reason: str
+    """Why it did not apply (only then)."""
+
+
+DETAIL_APPLIED = "applied"
+"""The key of ``PerturbationDetail`` the store's SQL reads; a turn without a detail was
+perturbed as its text shows."""
 HistoryReasoning = Literal["template", "strip", "keep"]
 
 Message = dict[str, Any]

@@ -25,12 +25,13 @@ from userturn.perturb import load_perturbation
 from userturn.perturb.inject_numeric import final_occurrences, occurrences, wrong_values
 from userturn.scoring.multiple_choice import extract_letter
 from userturn.scoring.numeric import extract_number, gold_number
-from userturn.types import Item
+from userturn.types import DETAIL_APPLIED, Item, PerturbationDetail
 
 GPQA_CSV = Path(__file__).parents[1] / "datasets" / "fixtures" / "gpqa_diamond.csv"
 INJECT = load_perturbation("inject-error")
 NUM = re.compile(r"\d+(?:[.,]\d+)*")
 DETAIL_KEYS = {"applied", "version", "kind", "original", "injected", "gold", "seed"}
+DECLARED = set(PerturbationDetail.__annotations__)
 
 
 @pytest.fixture(scope="module")
@@ -365,6 +366,27 @@ def test_not_applicable_cases_are_recorded(gsm_items: list[Item]) -> None:
         assert d is not None and DETAIL_KEYS <= set(d), name
         assert d["applied"] is False and d["reason"] and d["version"] == INJECT.version, name
         assert out.text == answer and d["injected"] is None, name
+
+
+def test_every_detail_written_is_a_declared_perturbation_detail(
+    gsm_items: list[Item], gpqa_items: list[Item]
+) -> None:
+    """The writer and the readers share one typed detail: inject-error writes no key
+    that ``PerturbationDetail`` does not declare, and always the ones readers rely on
+    (the store's SQL reads ``DETAIL_APPLIED``)."""
+    assert DETAIL_APPLIED in PerturbationDetail.__required_keys__
+    cases = [(it, smollm_style(it, gold_of(it))) for it in gsm_items]
+    cases += [(it, f"The answer is ({(it.reference or {})['gold']}).") for it in gpqa_items]
+    cases += [(item, answer) for _, item, answer in _items(gsm_items[0])]
+    applied = set()
+    for item, answer in cases:
+        d = INJECT.perturb(answer, item, seed=3).detail
+        assert d is not None
+        assert PerturbationDetail.__required_keys__ <= set(d) <= DECLARED, sorted(set(d) - DECLARED)
+        applied.add(d[DETAIL_APPLIED])
+        if d["kind"] == "multiple_choice" and d["applied"]:
+            assert {"original_text", "injected_text"} <= set(d)
+    assert applied == {True, False}
 
 
 def test_spec_and_text_only_use() -> None:

@@ -196,7 +196,7 @@ def test_assistant_header_prompt_differs_from_the_user_prompt_only_in_the_role(
     where the next turn's header starts."""
     from shared_files import SHARED
     from userturn.chat import derive_markers, user_turn_prompt
-    from userturn.chat_template import ChatTemplate
+    from userturn.chat.template import ChatTemplate
 
     path = SHARED / "chat_templates" / name
     if not path.is_file():
@@ -219,7 +219,7 @@ def test_a_template_without_a_second_assistant_turn_gets_no_role_contrast(name: 
     one: neither renders a new assistant turn, so there is nothing to contrast with."""
     from shared_files import SHARED
     from userturn.chat import derive_markers, user_turn_prompt
-    from userturn.chat_template import ChatTemplate
+    from userturn.chat.template import ChatTemplate
 
     path = SHARED / "chat_templates" / name
     if not path.is_file():

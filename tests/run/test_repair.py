@@ -71,7 +71,6 @@ KEYS = {
     "answers": ("key",),
     "user_turns": ("key",),
     "judgments": ("user_turn_key", "judge"),
-    "judge_cache": ("key",),
     "likelihoods": ("key",),
     "items": ("dataset", "item_id"),
 }
@@ -84,12 +83,6 @@ user turns, then likelihood contexts; an answer's own insertion order is recorde
 and every reader keys answers by ``key``) and of ``judgments`` across turns (readers
 group verdicts by turn; the order within a turn is kept and checked). No table has an
 autoincrement id or a timestamp column."""
-LOCAL_TABLES = {"judge_cache"}
-"""A cache of LLM-judge replies, not a result: runs never write it (judges cache in the
-user's cache dir unless a caller hands them the store), and a lost entry costs a judge
-call, never a verdict. The test checks it is empty in the original, so a change that
-starts filling it fails here and must decide."""
-
 GAPS: dict[str, tuple[type[Any], set[str]]] = {
     "answers": (
         AnswerRecord,
@@ -323,7 +316,6 @@ def test_recover_restores_every_column_of_every_table(
         for name in names - {n for t, n in NOT_MADE_BY_FAKE if t == table}:
             assert any(r["data"][name] != _default(cls, name) for r in before[table]), name
     assert _only_likelihood_answers(before)
-    assert all(not before[t] for t in LOCAL_TABLES)
     (out / "store.sqlite").unlink()
 
     recover(out)
@@ -402,6 +394,23 @@ def test_a_bad_line_names_its_line_and_field_and_touches_nothing(
     assert err.value.line == 2 and err.value.field == "perturbation_detail"
     assert (out / "store.sqlite").read_bytes() == b""
     assert sorted(p.name for p in out.glob("store.sqlite*")) == ["store.sqlite"]
+
+
+def test_a_perturbation_detail_is_checked_key_by_key(runs: dict[str, Path]) -> None:
+    """The detail the store's SQL reads (``applied``) is typed: a value that is no
+    boolean, or a detail without it, is refused by field; keys of another version stay."""
+    line = next(ln for ln in _lines(runs["all"] / "records.jsonl") if ln["perturbation_detail"])
+    detail = line["perturbation_detail"]
+    for bad in (
+        {**detail, "applied": "maybe"},
+        {k: v for k, v in detail.items() if k != "applied"},
+    ):
+        with pytest.raises(UserError) as err:
+            parse_line({**line, "perturbation_detail": bad}, "records.jsonl", 4)
+        assert err.value.line == 4 and err.value.field == "perturbation_detail.applied"
+    kept = parse_line({**line, "perturbation_detail": {**detail, "later": 1}}, "records.jsonl", 4)
+    assert isinstance(kept.record, UserTurnRecord)
+    assert kept.record.perturbation_detail == {**detail, "later": 1}
 
 
 def test_a_bad_answer_field_is_named_by_its_line_key(runs: dict[str, Path]) -> None:

@@ -76,6 +76,33 @@ def test_a_version_1_store_is_migrated_and_never_pooled_with_new_rows(tmp_path: 
         run(build_config(CFG), tmp_path)  # a new run into it would pool: refused
 
 
+def _tables(path: Path) -> set[str]:
+    con = sqlite3.connect(path)
+    try:
+        return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    finally:
+        con.close()
+
+
+def test_a_store_with_the_old_judge_cache_table_still_opens_and_reads(tmp_path: Path) -> None:
+    """Stores once had a ``judge_cache`` table that nothing wrote; new stores have none,
+    and one that has it (left as it was) opens, resumes and reads like any other."""
+    out = tmp_path / "r"
+    run(build_config(CFG), out)
+    db = out / "store.sqlite"
+    assert "judge_cache" not in _tables(db)
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE judge_cache (key TEXT PRIMARY KEY, data TEXT NOT NULL)")
+    con.execute("INSERT INTO judge_cache VALUES ('k', '{}')")
+    con.commit()
+    con.close()
+    with Store(db) as store:
+        assert len(list(store.user_turns())) == 2 and store.judgment_states("rules")
+    again = run(build_config(CFG), out)
+    assert again.stats.model_calls == 0 and again.stats.judged == 0
+    assert "judge_cache" in _tables(db)
+
+
 def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     with Store(tmp_path / "store.sqlite") as store:
         store.conn.execute("UPDATE meta SET value='99' WHERE key='schema_version'")

@@ -4,9 +4,11 @@ Why one wrapper (inspect_ai's lesson): retries, concurrency and accounting live 
 place, so a backend or judge only builds a payload and reads a reply.
 
 - **The synchronous SDK on a thread pool.** ``map`` runs callers' functions side by side
-  on ``concurrency`` threads. The SDK's ``AsyncOpenAI`` on one event loop was measured
-  against it (``bench/p5_judge.py``) and was slower here, with httpx and with aiohttp
-  under it alike, so the pool stays.
+  on ``concurrency`` threads, each sending its own requests. The SDK's ``AsyncOpenAI`` on
+  one event loop, over aiohttp or httpx, was measured against it side by side
+  (``bench/p5_judge.py --transports``) and was slower, so the pool stays. The transport
+  is two methods (``_get``, ``_post``: the raw body of one request, by the deadline), so
+  the benchmark sends the same requests through the others.
 - **A deadline per attempt.** ``?timeout=`` bounds an attempt, not each read: the reply is
   read as it arrives and abandoned at the deadline, so a server that sends a byte a
   second can't hold a call past it. (Before the headers, each read waits at most
@@ -175,10 +177,7 @@ class OpenAIClient:
     def _fetch_entry(self) -> dict[str, Any] | None:
         try:
             wait = min(self.timeout, PROBE_TIMEOUT)
-            deadline = time.monotonic() + wait
-            options: Any = {"timeout": wait, "headers": STREAM_BODY}
-            raw = self._sdk.get("/models", cast_to=_http_lib.Response, options=options)
-            listed = json.loads(read_by(raw, deadline, wait)).get("data")
+            listed = json.loads(self._get("/models", wait)).get("data")
         except UNREACHED as exc:
             raise UserError(
                 f"cannot reach {self.url}: {connection_reason(exc, wait)}", field="base_url"
@@ -248,15 +247,8 @@ class OpenAIClient:
         extra = kwargs.pop("extra_body", None) or {}  # popped first: never sent as a field
         body = {"model": self.model, **kwargs, **extra}
 
-        options: Any = {"headers": STREAM_BODY}
-
         def create() -> dict[str, Any]:
-            # The SDK's raw post, read as JSON: the typed ``create()`` walks the body and
-            # builds pydantic models per call, which costs a third of the client's CPU at
-            # hundreds of requests per second. Replies are plain dicts.
-            deadline = time.monotonic() + self.timeout
-            raw = self._sdk.post(path, body=body, cast_to=_http_lib.Response, options=options)
-            data = json.loads(read_by(raw, deadline, self.timeout))
+            data = json.loads(self._post(path, body))
             if not isinstance(data, dict) or not data.get("choices"):
                 raise BadReply(str(data)[:2000])
             return data
@@ -286,6 +278,22 @@ class OpenAIClient:
                 )
             self._count(retries=1, throttled=int(att.kind == "rate"))
             time.sleep(self.policy.wait(att.wait, attempts - 1))
+
+    # the transport: the raw body of one GET or POST, by the deadline --------------------
+    def _get(self, path: str, seconds: float) -> bytes:
+        deadline = time.monotonic() + seconds
+        options: Any = {"timeout": seconds, "headers": STREAM_BODY}
+        raw = self._sdk.get(path, cast_to=_http_lib.Response, options=options)
+        return read_by(raw, deadline, seconds)
+
+    def _post(self, path: str, body: dict[str, Any]) -> bytes:
+        # The SDK's raw post, read as JSON by the caller: the typed ``create()`` walks the
+        # body and builds pydantic models per call, which costs a third of the client's
+        # CPU at hundreds of requests per second. Replies are plain dicts.
+        deadline = time.monotonic() + self.timeout
+        options: Any = {"headers": STREAM_BODY}
+        raw = self._sdk.post(path, body=body, cast_to=_http_lib.Response, options=options)
+        return read_by(raw, deadline, self.timeout)
 
     def _attempt(self, create: Callable[[], Any]) -> _Attempt:
         """One HTTP call under the limiter, classified for the retry loop."""

@@ -4,8 +4,7 @@ Why here and not in the run store: judges are also used without a run (``usertur
 --in``, ``agree``'s inputs, the cascade benchmark), and the same (context, turn) often
 recurs across runs (held-out sets, reruns with a new model revision that writes the same
 turn). So the default cache is one small SQLite file in the user cache dir, shared by
-every run. Anything with ``cache_get``/``cache_put`` can replace it (the run ``Store``
-has both, so a caller can pass ``cache=store`` to keep a run self-contained).
+every run. Anything with ``cache_get``/``cache_put`` can replace it.
 
 Only ``ok`` verdicts are cached: an error or unparseable reply is retried next time.
 ``?cache=off`` on the judge spec, or ``USERTURN_JUDGE_CACHE=off``, disables it;

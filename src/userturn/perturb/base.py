@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any
 
-from userturn.types import Item
+from userturn.types import Item, PerturbationDetail
 
 
 @dataclass(frozen=True)
@@ -20,7 +19,7 @@ class Perturbed:
     than the text shows (``inject-error``: the original and the injected answer)."""
 
     text: str
-    detail: dict[str, Any] | None = None
+    detail: PerturbationDetail | None = None
 
 
 class Perturbation(ABC):
@@ -40,7 +39,7 @@ class Perturbation(ABC):
         for perturbations that need them; text-only ones just implement ``apply``."""
         return Perturbed(self.apply(answer))
 
-    def rewrite(self, text: str, item: Item, detail: dict[str, Any]) -> str:
+    def rewrite(self, text: str, item: Item, detail: PerturbationDetail) -> str:
         """The same change in another part of the turn (its reasoning, passed to the
         template apart from the answer); text-only perturbations leave it as is."""
         return text

@@ -40,7 +40,7 @@ from userturn.perturb.inject_choice import inject_choice, swap_choice
 from userturn.perturb.inject_numeric import Injection, inject_number, swap_number
 from userturn.scoring.multiple_choice import LETTERS
 from userturn.scoring.numeric import gold_number
-from userturn.types import Item
+from userturn.types import Item, PerturbationDetail
 
 VERSION = "2"
 """2: the final number changes only in the conclusion (premises kept), and every change
@@ -57,7 +57,7 @@ class InjectError(Perturbation):
 
     def perturb(self, answer: str, item: Item, seed: int) -> Perturbed:
         ref = item.reference or {}
-        detail: dict[str, Any] = {
+        detail: PerturbationDetail = {
             "applied": False,
             "version": VERSION,
             "kind": None,
@@ -78,18 +78,18 @@ class InjectError(Perturbation):
     def apply(self, answer: str) -> str:
         raise NotImplementedError("inject-error needs the item's gold answer: call perturb()")
 
-    def rewrite(self, text: str, item: Item, detail: dict[str, Any]) -> str:
+    def rewrite(self, text: str, item: Item, detail: PerturbationDetail) -> str:
         """The same swap in another text of the turn: its reasoning, which the worker
         passes apart (``reasoning_content``) under ``--history-reasoning template``, so the
         turn doesn't state the original answer there and the injected one after it."""
         if not detail.get("applied"):
             return text
         if detail["kind"] == "numeric":
-            old, new = Decimal(detail["original"]), Decimal(detail["injected"])
+            old, new = Decimal(str(detail["original"])), Decimal(str(detail["injected"]))
             return swap_number(text, old, new)[0]
         options = [str(o) for o in (item.reference or {}).get("options", [])]
-        swap = (detail["original"], detail["original_text"])
-        into = (detail["injected"], detail["injected_text"])
+        swap = (str(detail["original"]), detail["original_text"])
+        into = (str(detail["injected"]), detail["injected_text"])
         return swap_choice(text, swap, into, options)[0]
 
 
@@ -102,7 +102,7 @@ def _is_choice(ref: dict[str, Any]) -> bool:
     )
 
 
-def _numeric(answer: str, gold_text: str, seed: int, detail: dict[str, Any]) -> Perturbed:
+def _numeric(answer: str, gold_text: str, seed: int, detail: PerturbationDetail) -> Perturbed:
     detail = {**detail, "kind": "numeric"}
     try:
         gold = gold_number(gold_text)
@@ -113,7 +113,7 @@ def _numeric(answer: str, gold_text: str, seed: int, detail: dict[str, Any]) -> 
     return _result(answer, done, {**detail, "gold": str(gold)}, correct)
 
 
-def _choice(answer: str, ref: dict[str, Any], seed: int, detail: dict[str, Any]) -> Perturbed:
+def _choice(answer: str, ref: dict[str, Any], seed: int, detail: PerturbationDetail) -> Perturbed:
     options = [str(o) for o in ref["options"]]
     gold = str(ref["gold"])
     done = inject_choice(answer, gold, options, seed)
@@ -125,15 +125,16 @@ def _choice(answer: str, ref: dict[str, Any], seed: int, detail: dict[str, Any])
     return _result(answer, done, detail, done.original == gold)
 
 
-def _result(answer: str, done: Injection, detail: dict[str, Any], correct: bool) -> Perturbed:
+def _result(answer: str, done: Injection, detail: PerturbationDetail, correct: bool) -> Perturbed:
     detail = {**detail, "original": done.original, "injected": done.injected}
     if done.reason is not None:
         return Perturbed(answer, {**detail, "reason": done.reason})
-    extra = {
+    extra: PerturbationDetail = {
+        **detail,
         "applied": True,
         "original_correct": correct,
         "occurrences": done.occurrences,
         "changes": [asdict(c) for c in done.changes],
         "kept": done.kept,
     }
-    return Perturbed(done.text, {**detail, **extra})
+    return Perturbed(done.text, extra)

@@ -28,8 +28,8 @@ import re
 from typing import Any
 
 from userturn.chat import place_system, sha256
-from userturn.chat_markers import TurnMarkers
-from userturn.chat_template import ChatTemplate
+from userturn.chat.markers import TurnMarkers
+from userturn.chat.template import ChatTemplate
 from userturn.errors import UserError
 from userturn.perturb import load_perturbation
 from userturn.rundir.records import Counterfactual

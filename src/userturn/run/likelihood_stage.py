@@ -15,8 +15,8 @@ from typing import Any, Protocol
 
 from userturn.backends import Backend
 from userturn.chat import UserPrompt, user_turn_prompt
-from userturn.chat_markers import TurnMarkers
-from userturn.chat_template import ChatTemplate
+from userturn.chat.markers import TurnMarkers
+from userturn.chat.template import ChatTemplate
 from userturn.config import RunConfig
 from userturn.perturb import Perturbation
 from userturn.run.events import AnswerEvent, LikelihoodEvent
@@ -33,7 +33,7 @@ from userturn.rundir.records import (
     Counterfactual,
     LikelihoodRecord,
 )
-from userturn.types import Item, Message, ScoreRequest
+from userturn.types import Item, Message, PerturbationDetail, ScoreRequest
 
 
 class ScoringWorker(Protocol):
@@ -50,7 +50,7 @@ class ScoringWorker(Protocol):
 
     def user_context(
         self, item: Item, answer: AnswerRecord, pert: Perturbation
-    ) -> tuple[list[Message], dict[str, Any] | None]: ...
+    ) -> tuple[list[Message], PerturbationDetail | None]: ...
 
     def record_key(self, dataset: str, prompt_sha: str, stage: str, *parts: Any) -> str: ...
 

@@ -37,7 +37,7 @@ from userturn.perturb import Perturbation, load_perturbation
 from userturn.run.events import AnswerEvent, Event, LikelihoodEvent, UserEvent
 from userturn.rundir.keys import content_key, derive_seed
 from userturn.rundir.records import AnswerRecord, UserTurnRecord
-from userturn.types import GenRequest, GenResult, Item, Message, SamplingParams
+from userturn.types import GenRequest, GenResult, Item, Message, PerturbationDetail, SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +209,7 @@ class ItemWorker:
     # user turns -----------------------------------------------------------------------
     def user_context(
         self, item: Item, answer: AnswerRecord, pert: Perturbation
-    ) -> tuple[list[Message], dict[str, Any] | None]:
+    ) -> tuple[list[Message], PerturbationDetail | None]:
         """The context the user stage sees: the item's messages and the (perturbed)
         answer, plus what the perturbation changed when the text alone doesn't say."""
         base = self.context_messages(item)
@@ -293,7 +293,7 @@ class ItemWorker:
         ctx: list[Message],
         up: UserPrompt,
         temp: float,
-        detail: dict[str, Any] | None = None,
+        detail: PerturbationDetail | None = None,
     ) -> list[UserTurnRecord]:
         """The user-turn records this context needs at ``temp``: keys and seeds, no text."""
         params = self.user_params(temp)

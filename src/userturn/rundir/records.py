@@ -15,7 +15,7 @@ from collections.abc import Collection
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar, Literal
 
-from userturn.types import AnswerFinish, Judgment, Message, Probe
+from userturn.types import AnswerFinish, Judgment, Message, PerturbationDetail, Probe
 
 CANDIDATES_VERSION = "2"
 """2: answer PMI and role contrast, no end marker scored; 1: the ranking alone."""
@@ -97,7 +97,7 @@ class UserTurnRecord:
     """The context the model saw, ending with the (perturbed) assistant turn."""
     family: str = ""
     perturbation_version: str = ""
-    perturbation_detail: dict[str, Any] | None = None
+    perturbation_detail: PerturbationDetail | None = None
     """What the perturbation changed beyond the text (``inject-error``'s answers)."""
     probe: Probe = "generate"
     turn: int = 1

@@ -29,7 +29,7 @@ from userturn.errors import UserError
 from userturn.rundir.atomic import space_error
 from userturn.rundir.lock import run_lock
 from userturn.rundir.records import AnswerRecord, LikelihoodRecord, UserTurnRecord
-from userturn.types import Judgment
+from userturn.types import DETAIL_APPLIED, Judgment
 
 STORE_NAME = "store.sqlite"
 SCHEMA_VERSION = 2
@@ -52,7 +52,6 @@ CREATE TABLE IF NOT EXISTS judgments (
   user_turn_key TEXT NOT NULL, judge TEXT NOT NULL, data TEXT NOT NULL,
   PRIMARY KEY (user_turn_key, judge)
 );
-CREATE TABLE IF NOT EXISTS judge_cache (key TEXT PRIMARY KEY, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS items (
   dataset TEXT NOT NULL, item_id TEXT NOT NULL, sha TEXT NOT NULL, PRIMARY KEY (dataset, item_id)
 );
@@ -390,7 +389,7 @@ class Store:
         SELECT u.key, u.item_id, u.model, u.dataset, u.config, u.temperature, u.sample,
                u.perturbation, u.probe, u.turn, json_extract(u.data, '$.family'),
                u.answer_key, json_extract(a.data, '$.correct'), json_extract(a.data, '$.finish'),
-               json_extract(u.data, '$.perturbation_detail.applied')
+               json_extract(u.data, '$.perturbation_detail.{DETAIL_APPLIED}')
         FROM user_turns u LEFT JOIN answers a ON a.key = u.answer_key {where} ORDER BY u.rowid
         """
         for r in self._rows(sql, (probe,) if probe else ()):
@@ -428,16 +427,6 @@ class Store:
                 label,
                 None if challenge is None else bool(challenge),
             )
-
-    # judge cache ----------------------------------------------------------------------
-    def cache_get(self, key: str) -> dict[str, Any] | None:
-        rows = self._rows("SELECT data FROM judge_cache WHERE key=?", (key,))
-        return None if not rows else dict(json.loads(rows[0][0]))
-
-    def cache_put(self, key: str, data: dict[str, Any]) -> None:
-        self._write(
-            "INSERT OR REPLACE INTO judge_cache(key, data) VALUES (?, ?)", (key, _dump(data))
-        )
 
 
 def _full_on_open(path: Path, exc: sqlite3.Error) -> Exception:

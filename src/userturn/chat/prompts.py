@@ -1,11 +1,4 @@
-"""The user-turn prompt (the heart of userturn): the conversation, then a *user* header.
-
-The probe must show a model exactly what its own template would show it, then open a
-*user* header and let the same weights continue. Rendering follows HF
-``apply_chat_template`` (``chat_template``); role headers and end markers are derived
-from the template (``chat_markers``); reasoning is split off honestly
-(``chat_reasoning``). This module builds the two prompts and re-exports the rest, so
-``from userturn.chat import ...`` stays the one import.
+"""The two prompts: the answer prompt, and the user-turn prompt (the heart of userturn).
 
 Why sentinels: the user-turn prompt is "the conversation, then the user header". Asking
 the template for ``add_generation_prompt`` only ever opens an assistant header, and
@@ -31,50 +24,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from userturn.chat_markers import (
-    SENTINEL,
-    SENTINEL2,
-    SENTINEL3,
-    TurnMarkers,
-    derive_markers,
-)
-from userturn.chat_reasoning import (
-    THINK_MARKERS,
-    Reasoning,
-    answer_finish,
-    has_thinking_markup,
-    history_message,
-    split_reasoning,
-)
-from userturn.chat_template import FAMILY_STOPS, ChatTemplate, sha256
+from userturn.chat.markers import SENTINEL, TurnMarkers, derive_markers
+from userturn.chat.reasoning import split_reasoning
+from userturn.chat.template import ChatTemplate, sha256
 from userturn.errors import UserError
 from userturn.types import Message
 
 SystemPlacement = Literal["template", "first-turn"]
 SYSTEM_PLACEMENTS: tuple[str, ...] = get_args(SystemPlacement)
-
-__all__ = [
-    "FAMILY_STOPS",
-    "SENTINEL",
-    "SENTINEL2",
-    "SENTINEL3",
-    "SYSTEM_PLACEMENTS",
-    "THINK_MARKERS",
-    "ChatTemplate",
-    "Reasoning",
-    "SystemPlacement",
-    "TurnMarkers",
-    "UserPrompt",
-    "answer_finish",
-    "answer_prompt",
-    "derive_markers",
-    "has_thinking_markup",
-    "history_message",
-    "place_system",
-    "sha256",
-    "split_reasoning",
-    "user_turn_prompt",
-]
 
 
 @dataclass(frozen=True)

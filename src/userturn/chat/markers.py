@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from userturn.chat_reasoning import REASONING_CLOSE, REASONING_OPEN, opens_reasoning
-from userturn.chat_template import FAMILY_STOPS, ChatTemplate
+from userturn.chat.reasoning import REASONING_CLOSE, REASONING_OPEN, opens_reasoning
+from userturn.chat.template import FAMILY_STOPS, ChatTemplate
 from userturn.errors import UserError
 from userturn.types import Message
 
