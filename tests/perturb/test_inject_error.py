@@ -408,6 +408,15 @@ def test_mc_a_lone_final_statement_takes_the_line_that_selected_it(
     assert d["kept"] == 1 and d["occurrences"] == 2
 
 
+def test_mc_the_statement_the_scorer_reads_changes_too(gpqa_items: list[Item]) -> None:
+    """With no letter the scorer trusts more, it reads the option's text on the last
+    line; that statement changes with the final one, or the injection would not hold."""
+    item = gpqa_items[1]
+    text, d = _mc(item, "I think it's C. Nitrogen is most of air.", seed=3)
+    assert text == f"I think it's {d['injected']}. {d['injected_text']} is most of air."
+    assert d["kept"] == 0 and d["occurrences"] == 2
+
+
 def test_rewrite_repeats_the_swap_in_the_reasoning(
     gsm_items: list[Item], gpqa_items: list[Item]
 ) -> None:

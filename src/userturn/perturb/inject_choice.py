@@ -19,7 +19,9 @@ statements (lines, split again at sentence ends). Only the conclusion changes:
   "C is tempting, but ..."), the options quoted inline, reasons given after the final
   statement. The injected answer then reads as a wrong pick, not as one that rewrites its
   own reasoning. An answer with no stating statement has its last mentioning statement
-  changed (the scorer reads the last letter).
+  changed (the scorer reads the last letter), and so does one whose scorer reads the
+  choice there rather than in the final statement (the option's text on the last line
+  after "I think it's C.").
 
 Within a concluding statement the letter and the option's text both change, in one pass,
 so an injected text is never edited again. Three things are always left alone: the
@@ -53,9 +55,9 @@ _CONCLUDES = re.compile(
     r"(?i)\b(?:answer|correct|right|best|final|therefore|thus|hence|so|choose|chose|"
     r"choosing|select|selected|pick|go\s+with|conclu\w*)\b"
 )
-_PREDICATE = re.compile(r"(?:\b(?:is|are|be|was)|[=:\u2192])[\s*_(\[$\\]*$", re.I)
-"""What comes before a choice a statement ends on ("the gas is nitrogen.", "= 20 m",
-"key: C."), unlike a list of the options ("..., (D) 5 m.")."""
+_PREDICATE = re.compile(r"(?:\b(?:is|are|be|was)|['\u2019]s|[=:\u2192])[\s*_(\[$\\]*$", re.I)
+"""What comes before a choice a statement ends on ("the gas is nitrogen.", "it's C.",
+"= 20 m", "key: C."), unlike a list of the options ("..., (D) 5 m.")."""
 _FILLER = re.compile(r"[\W_]|\b(?:boxed|text|option|choice)\b", re.I)
 """What a statement may hold besides the choice and still be "the choice alone"."""
 
@@ -159,9 +161,12 @@ def _states(text: str, lo: int, hi: int, inside: list[Mention]) -> bool:
     return ends_on_it and bool(_PREDICATE.search(text[lo : last.start]))
 
 
-def conclusion(text: str, old: tuple[str, str], options: list[str]) -> tuple[list[Mention], int]:
+def conclusion(
+    text: str, old: tuple[str, str], options: list[str], last: bool = False
+) -> tuple[list[Mention], int]:
     """The mentions of ``old`` (letter, option text) that conclude ``text``, and how many
-    other mentions were kept; see the module doc."""
+    other mentions were kept; see the module doc. ``last``: the last statement that
+    mentions the option concludes too (where the scorer read it)."""
     found = _mentions(text, old, options)
     groups = []
     for lo, hi in _statements(text):
@@ -178,14 +183,16 @@ def conclusion(text: str, old: tuple[str, str], options: list[str]) -> tuple[lis
     picked = list(range(first, stating[-1] + 1))
     if len(picked) == 1 and len(stating) > 1:  # the final statement alone: add the one
         picked.insert(0, stating[-2])  # that selected it, across the reasons between
+    if last and picked[-1] != len(groups) - 1:
+        picked.append(len(groups) - 1)
     chosen = [m for i in picked for m in groups[i][1]]
     return chosen, len(found) - len(chosen)
 
 
 def _edits(
-    text: str, old: tuple[str, str], new: tuple[str, str], options: list[str]
+    text: str, old: tuple[str, str], new: tuple[str, str], options: list[str], last: bool = False
 ) -> tuple[list[Edit], int]:
-    chosen, kept = conclusion(text, old, options)
+    chosen, kept = conclusion(text, old, options, last)
     edits = []
     for m in chosen:
         found = text[m.start : m.end]
@@ -220,6 +227,9 @@ def inject_choice(answer: str, gold: str, options: list[str], seed: int) -> Inje
     new = (injected, options[letters.index(injected)])
     edits, kept = _edits(answer, old, new, options)
     text = splice(answer, edits)
+    if extract_letter(text, options, letters) != injected:  # read elsewhere: there too
+        edits, kept = _edits(answer, old, new, options, last=True)
+        text = splice(answer, edits)
     if not edits or extract_letter(text, options, letters) != injected:
         return Injection(answer, original, injected, reason="the scorer would not read it back")
     changes = tuple(Change(e.start, e.end, answer[e.start : e.end], e.text) for e in edits)
