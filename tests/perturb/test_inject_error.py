@@ -417,6 +417,16 @@ def test_mc_the_statement_the_scorer_reads_changes_too(gpqa_items: list[Item]) -
     assert d["kept"] == 0 and d["occurrences"] == 2
 
 
+def test_mc_the_line_that_picks_the_option_by_name_changes(gpqa_items: list[Item]) -> None:
+    """ "= 21, which is option C." selects the option: it changes with "Answer: C"; the
+    operands stay (GPQA's numeric options: 21 is option C's text)."""
+    item = gpqa_items[2]  # gold C, 21
+    text, d = _mc(item, "3 * 7 = 21, which is option C.\nAnswer: C", seed=4)
+    new, new_text = d["injected"], d["injected_text"]
+    assert text == f"3 * 7 = {new_text}, which is option {new}.\nAnswer: {new}"
+    assert d["kept"] == 0 and d["occurrences"] == 3
+
+
 def test_rewrite_repeats_the_swap_in_the_reasoning(
     gsm_items: list[Item], gpqa_items: list[Item]
 ) -> None:

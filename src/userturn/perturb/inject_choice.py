@@ -55,9 +55,12 @@ _CONCLUDES = re.compile(
     r"(?i)\b(?:answer|correct|right|best|final|therefore|thus|hence|so|choose|chose|"
     r"choosing|select|selected|pick|go\s+with|conclu\w*)\b"
 )
-_PREDICATE = re.compile(r"(?:\b(?:is|are|be|was)|['\u2019]s|[=:\u2192])[\s*_(\[$\\]*$", re.I)
+_PREDICATE = re.compile(
+    r"(?:\b(?:is|are|be|was)|['\u2019]s|[=:\u2192])(?:\s*(?:option|choice))?[\s*_(\[$\\]*$", re.I
+)
 """What comes before a choice a statement ends on ("the gas is nitrogen.", "it's C.",
-"= 20 m", "key: C."), unlike a list of the options ("..., (D) 5 m.")."""
+"= 20 m", "key: C.", "which is option C."), unlike a list of the options ("..., (D) 5
+m.")."""
 _FILLER = re.compile(r"[\W_]|\b(?:boxed|text|option|choice)\b", re.I)
 """What a statement may hold besides the choice and still be "the choice alone"."""
 
