@@ -26,7 +26,10 @@ their mean width, and the share of zero-width intervals. Keys:
   card never saw). ``baseline_stratified[_unseen]_p*_pooled``: the pooled-card
   correction on the same cells (before).
 - ``coverage_gf4_corrected_p*``: GF@4 corrected through the judge's error model (the
-  offline card's pooled rates), 50 items × 4; ``null_gf4``: its null floor.
+  pooled rates of the offline card the audit used), 50 items × 4; ``null_gf4``: its null
+  floor.
+- ``coverage_spread_{never,sometimes,always}_p*``: the item spread corrected the same
+  way, same cells; the truth is the cell's own items' (1 - π)^4 and π^4, averaged.
 
 p0, p002, p02, p05 stand for p = 0, 0.02, 0.2, 0.5.
 """
@@ -60,7 +63,7 @@ from coverage_sim import (
 
 from userturn.analysis import intervals as I
 from userturn.analysis.correction import corrected_rate, stratified_rate
-from userturn.analysis.sampling import corrected_gf_at_k
+from userturn.analysis.sampling import corrected_gf_at_k, corrected_spread
 
 PS = {"p0": 0.0, "p002": 0.02, "p05": 0.5}
 SINGLE = Design(items=50, k=1)
@@ -101,7 +104,8 @@ def _stratified(p: float, design: Design, judge: StrataJudge, pooled: bool = Fal
 
 
 GF_SENS, GF_SPEC = (121, 39), (267, 50)
-"""The offline card's pooled (tp, fn) and (tn, fp)."""
+"""The pooled (tp, fn) and (tn, fp) of the offline card the audit used (se 0.756, sp
+0.842), kept so that the figures stay comparable across refits of the card."""
 
 
 def _gf4(p: float) -> tuple[Draw, float]:
@@ -127,6 +131,31 @@ def _gf4(p: float) -> tuple[Draw, float]:
         return got.ci_low, got.ci_high
 
     return draw, truth
+
+
+class _SpreadDraw:
+    """One corrected share of the item spread per simulated cell. Its truth depends on
+    the cell's own items, so ``coverage`` gets a truth it cannot hold fixed: this draw
+    returns the interval shifted by the cell's truth, and the scenario's truth is 0."""
+
+    def __init__(self, p: float, share: str) -> None:
+        self.p, self.share = p, share
+
+    def __call__(self, r: np.random.Generator) -> I.CI:
+        se = GF_SENS[0] / sum(GF_SENS)
+        sp = GF_SPEC[0] / sum(GF_SPEC)
+        probs = np.zeros(50) if self.p == 0 else r.beta(4 * self.p, 4 * (1 - self.p), 50)
+        true = r.binomial(4, probs)
+        seen = r.binomial(true, se) + r.binomial(4 - true, 1 - sp)
+        sens = r.beta(GF_SENS[0] + 0.5, GF_SENS[1] + 0.5, 1000)
+        spec = r.beta(GF_SPEC[0] + 0.5, GF_SPEC[1] + 0.5, 1000)
+        got = corrected_spread([(int(x), 4) for x in seen], sens, spec, (se, sp))
+        assert got is not None
+        never, always = float(np.mean((1 - probs) ** 4)), float(np.mean(probs**4))
+        truth = {"never": never, "always": always, "sometimes": 1 - never - always}
+        m = getattr(got, self.share)
+        assert m.ci_low is not None and m.ci_high is not None
+        return m.ci_low - truth[self.share], m.ci_high - truth[self.share]
 
 
 def _cell(p: float, d: Design) -> Draw:
@@ -173,6 +202,8 @@ def scenarios() -> dict[str, tuple[Draw, float]]:
             pooled = _stratified(p, Design(50, 1), unseen, pooled=True)
             out[f"baseline_stratified_unseen_{tag}_pooled"] = (pooled, p)
             out[f"coverage_gf4_corrected_{tag}"] = _gf4(p)
+            for share in ("never", "sometimes", "always"):
+                out[f"coverage_spread_{share}_{tag}"] = (_SpreadDraw(p, share), 0.0)
     return out
 
 

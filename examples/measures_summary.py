@@ -1,5 +1,8 @@
 """The table of examples/measures-local.sh: judged rate, GF@k, likelihood and challenges.
 
+GF@4 is printed beside its null floor (what a judge with the card's error rates reports
+when no turn is genuine) and its value corrected through those error rates.
+
 Usage: ``.venv/bin/python examples/measures_summary.py runs/measures-local``. Prints a
 Markdown table (one row per model x held-out dataset, plus the injection control per
 model) and the Spearman correlation, over models x datasets, between each likelihood
@@ -18,7 +21,7 @@ from typing import Any
 from scipy.stats import spearmanr
 
 from userturn.analysis.views import analyze
-from userturn.run.store import open_run
+from userturn.rundir.store import open_run
 
 JUDGE = "offline"
 
@@ -55,6 +58,9 @@ def rows(root: Path) -> list[dict[str, Any]]:
                     "corrected": c.get("rate_corrected"),
                     "corrected_ci": (c.get("ci_corrected_low"), c.get("ci_corrected_high")),
                     "gf_at_k": c.get("gf_at_k") or {},
+                    "gf_at_k_null": c.get("gf_at_k_null") or {},
+                    "gf_at_k_corrected": c.get("gf_at_k_corrected") or {},
+                    "gf_at_k_corrected_ci": c.get("gf_at_k_corrected_ci") or {},
                     "contexts": lc.get("n"),
                     "preferred": lc.get("preference_accuracy"),
                     "preferred_ci": (lc.get("preference_ci_low"), lc.get("preference_ci_high")),
@@ -133,16 +139,20 @@ def _rho(x: list[float], y: list[float]) -> list[float] | str:
 
 def main(root: Path) -> None:
     table = rows(root)
-    head = ["model", "dataset", "judged rate [95% CI]", "corrected [95% CI]", "GF@4"]
+    head = ["model", "dataset", "judged rate [95% CI]", "corrected [95% CI]"]
+    head += ["GF@4 (null)", "GF@4 corrected [95% CI]"]
     head += ["PMI > 0 [95% CI]", "PMI > 0, real - control", "PMI mean, nats"]
     head += ["role > 0 [95% CI]", "role mean, nats", "role AUC", "ranking (secondary)"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for r in table:
-        gf = r["gf_at_k"]
+        gf, ci = r["gf_at_k"], r["gf_at_k_corrected_ci"].get("4") or (None, None)
+        null = r["gf_at_k_null"].get("4")
+        judged_gf = pct(gf.get("4")) + ("" if null is None else f" ({pct(null)})")
         print(
             f"| {r['model']} | {r['dataset']} | {pct(r['rate'], *r['rate_ci'])} "
-            f"| {pct(r['corrected'], *r['corrected_ci'])} | {pct(gf.get('4'))} "
+            f"| {pct(r['corrected'], *r['corrected_ci'])} | {judged_gf} "
+            f"| {pct(r['gf_at_k_corrected'].get('4'), *ci)} "
             f"| {pct(*_v2(r, 'pmi_share'))} | {signed(*_v2(r, 'pmi_excess_share'))} "
             f"| {nats(*_v2(r, 'pmi_mean'))} | {pct(*_v2(r, 'role_share'))} "
             f"| {nats(*_v2(r, 'role_mean'))} | {nats(*_v2(r, 'role_auc'))} "

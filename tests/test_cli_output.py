@@ -143,3 +143,17 @@ def test_table_shape_is_the_same_for_any_grid() -> None:
     one, two = results.results_table([plain]), results.results_table([plain, perturbed])
     assert one.raw_columns == two.raw_columns
     assert "perturbation" not in one.columns and "perturbation" in two.columns
+
+
+def test_the_rollout_table_prints_survival_beside_its_null_floor() -> None:
+    """Survival is not corrected, so its shown value carries what the judge reports when
+    no turn is genuine; the csv and json keep the floor as a number of its own."""
+    cell = CellSummary(
+        "m", "d", 1.0, "none", "offline", "c", probe="rollout", turn=2, n=8, rate=0.5,
+        ci_low=0.2, ci_high=0.8, survival=0.25, survival_ci_low=0.05, survival_ci_high=0.6,
+        survival_null=0.0179,
+    )  # fmt: skip
+    t = results.results_table([cell])
+    shown = dict(zip(t.columns, t.shown[0], strict=True))
+    assert shown["survival [95% CI]"] == "25.0% [5.0%, 60.0%] null 1.8%"
+    assert dict(zip(t.raw_columns, t.rows[0], strict=True))["survival_null"] == 0.0179

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,36 @@ def test_small_item_counts_carry_a_caution(analysis: Analysis) -> None:
     # the synthetic grid has 6 items per cell: too few for a trustworthy bootstrap
     assert "Caution" in T.temperature_table(analysis, "rules").note
     assert "Caution" in T.perturbation_table(analysis, "rules").note
+
+
+def test_sampling_table_prints_corrected_values_beside_null_floors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GF@k and the item spread are never shown alone: beside each judged value, its
+    value corrected through the judge's card (with a CI) and its null floor. A real run
+    on the fake model with the rules judge, whose card ships."""
+    from userturn.cli import main
+
+    out = tmp_path / "run"
+    argv = ["run", "--model", "fake:x", "--limit", "6", "--judge", "rules", "--samples", "4"]
+    assert main([*argv, "--temperatures", "1.0", "--out", str(out)]) == 0
+    capsys.readouterr()
+    with Store(out / "store.sqlite") as store:
+        a = analyze(store)
+    t = T.sampling_table(a, "rules")
+    cells = [c for c in a.cells if c.samples > 1 and c.probe == "generate"]
+    assert len(t.rows) == len(cells) == 1
+    for name in ("GF@4 corrected", "GF@4 null", "never (null)", "always (null)"):
+        assert name in t.columns
+    shown = dict(zip(t.columns, t.shown[0], strict=True))
+    for name in ("GF@4 corrected", "never corrected", "sometimes corrected", "always corrected"):
+        assert shown[name].count("%") == 3 and "[" in shown[name], (name, shown[name])
+    assert shown["GF@4 null"].endswith("%") and shown["never (null)"].endswith("%")
+    c = cells[0]
+    assert t.rows[0][t.columns.index("never corrected")] == c.items_never_corrected
+    for share in ("never", "sometimes", "always"):
+        value = getattr(c, f"items_{share}_corrected")
+        lo, hi = (getattr(c, f"items_{share}_corrected_ci_{end}") for end in ("low", "high"))
+        assert value is not None and lo <= value <= hi
+    summary = json.loads((out / "summary.json").read_text())["cells"][0]
+    assert summary["items_never_corrected"] == c.items_never_corrected

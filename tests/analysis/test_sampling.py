@@ -1,8 +1,9 @@
 """GF@k and the per-item spread (analysis.sampling).
 
-Run: ``.venv/bin/python -m pytest tests/analysis/test_sampling.py -q`` (~1 s).
+Run: ``.venv/bin/python -m pytest tests/analysis/test_sampling.py -q`` (~30 s).
 GF@k is checked against brute-force enumeration of every k-subset of every item's
-samples; the spread against counts made here from the definitions.
+samples; the spread against counts made here from the definitions; the corrected values
+against simulated cells whose truth is known.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from userturn.analysis.sampling import (
     SPREAD_EDGES,
     corrected_gf_at_k,
+    corrected_spread,
     gf_at_k,
     gf_at_k_items,
     gf_ks,
@@ -162,3 +164,68 @@ def test_null_spread_is_what_a_judge_reports_when_nothing_is_genuine() -> None:
     assert always == pytest.approx((0.1**4 * 2 + 0.1) / 3)
     assert never + sometimes + always == pytest.approx(1.0)
     assert null_spread([(0, 0)], 0.9) is None
+
+
+def test_corrected_spread_is_the_spread_for_a_perfect_judge() -> None:
+    """With se = sp = 1 the corrected shares are the judged ones, items of unequal n too."""
+    rng = np.random.default_rng(3)
+    per_item = [(int(rng.integers(0, 5)), 4) for _ in range(30)] + [(1, 3), (0, 2), (2, 2)]
+    ones = np.ones(200)
+    got = corrected_spread(per_item, ones, ones, (1.0, 1.0))
+    want = item_spread(per_item)
+    assert got is not None
+    assert got.never.value == pytest.approx(want.never, abs=1e-12)
+    assert got.sometimes.value == pytest.approx(want.sometimes, abs=1e-12)
+    assert got.always.value == pytest.approx(want.always, abs=1e-12)
+    assert (got.never.null, got.always.null) == (1.0, 0.0)
+    assert corrected_spread([(0, 0)], ones, ones, (1.0, 1.0)) is None
+
+
+def _judged_spread(
+    rng: np.random.Generator, p: float, se: float, sp: float
+) -> tuple[list[tuple[int, int]], dict[str, float]]:
+    """A cell of 50 items × 4 samples (one in ten items lost one judgment) as a judge of
+    (se, sp) sees it, and its true shares: per item with n ok judgments, all n samples
+    not genuine with chance (1 - π)^n, all genuine with chance π^n."""
+    probs = np.zeros(50) if p == 0 else rng.beta(p * 4, (1 - p) * 4, 50)
+    n = 4 - (rng.random(50) < 0.1).astype(int)
+    true = rng.binomial(n, probs)
+    seen = rng.binomial(true, se) + rng.binomial(n - true, 1 - sp)
+    never, always = float(np.mean((1 - probs) ** n)), float(np.mean(probs**n))
+    truth = {"never": never, "sometimes": 1 - never - always, "always": always}
+    return [(int(a), int(b)) for a, b in zip(seen, n, strict=True)], truth
+
+
+@pytest.mark.parametrize("p", [0.0, 0.02, 0.2, 0.5])
+def test_corrected_spread_recovers_the_true_spread(p: float) -> None:
+    """The card's pooled error rates of the audit (se 0.756, sp 0.842). Each corrected
+    share's CI covers its truth at the nominal rate; away from 0 and 1 the point
+    estimates average to the truth; with no genuine turn at all the judged "never" sits at
+    its null floor (about 0.5) and the corrected one near the truth, 1."""
+    se, sp = 0.756, 0.842
+    rng = np.random.default_rng(int(p * 100))
+    sims = 120
+    hits = dict.fromkeys(("never", "sometimes", "always"), 0)
+    est = {name: [] for name in hits}  # type: dict[str, list[float]]
+    truths = {name: [] for name in hits}  # type: dict[str, list[float]]
+    raw_never = []
+    for s in range(sims):
+        per_item, truth = _judged_spread(rng, p, se, sp)
+        got = corrected_spread(per_item, rng.beta(121.5, 39.5, 400), rng.beta(267.5, 50.5, 400),
+                               (se, sp), seed=s)  # fmt: skip
+        assert got is not None
+        raw_never.append(item_spread(per_item).never)
+        for name in hits:
+            m = getattr(got, name)
+            assert m.value is not None and m.ci_low <= m.value <= m.ci_high
+            hits[name] += int(m.ci_low - 1e-12 <= truth[name] <= m.ci_high + 1e-12)
+            est[name].append(m.value)
+            truths[name].append(truth[name])
+    for name, h in hits.items():
+        assert h / sims >= 0.93, (name, h / sims)
+    if p >= 0.2:
+        for name in ("never", "sometimes"):
+            assert np.mean(est[name]) == pytest.approx(np.mean(truths[name]), abs=0.05), name
+    if p == 0:
+        assert np.mean(raw_never) == pytest.approx(0.5, abs=0.03)  # the null floor, sp^4
+        assert np.mean(est["never"]) >= 0.9 and np.mean(est["always"]) <= 0.02

@@ -1,4 +1,5 @@
-"""The real vLLM engine on a GPU: tokens, seeds, prefix caching, an end-to-end run.
+"""The real vLLM engine on a GPU: tokens, seeds, prefix caching, scoring that does not
+depend on request order, an end-to-end run.
 
 Run on a GPU machine with vLLM installed: ``tests/gpu/run_vllm_check.sh`` (or
 ``python -m pytest -m gpu tests/gpu -q``). Skipped elsewhere (``make test`` deselects the
@@ -28,7 +29,7 @@ from userturn.backends.base import TemplateOptions  # noqa: E402
 from userturn.chat import answer_prompt, derive_markers, user_turn_prompt  # noqa: E402
 from userturn.config import build_config  # noqa: E402
 from userturn.run.driver import run  # noqa: E402
-from userturn.types import GenRequest, SamplingParams  # noqa: E402
+from userturn.types import GenRequest, SamplingParams, ScoreRequest  # noqa: E402
 
 MODEL = os.environ.get("USERTURN_GPU_MODEL", "smollm2-135m")
 SPEC = f"vllm:{MODEL}?gpu_memory_utilization=0.3&max_model_len=4096"
@@ -85,6 +86,27 @@ def test_greedy_seeds_and_prefix_cache(backend: Any) -> None:
     assert r[0].prompt_tokens_reused > 0, "prefix caching reused nothing"
     for comp in r[0].completions:
         assert not comp.text.endswith(tpl.eos_token)
+
+
+def test_scores_do_not_depend_on_request_order(backend: Any) -> None:
+    """vLLM's prompt logprobs have been reported to change with request order when
+    prefix caching is on; scoring runs on an engine with caching off, so the same pairs
+    sent in two orders score the same, token for token. The bound is float32 rounding
+    of a sum over the continuation, far below a measure's resolution (0.01 nats)."""
+    ap, tpl, markers = _prompts(backend)
+    ctx = [*QUESTION, {"role": "assistant", "content": "She sold 48 + 24 = 72 clips."}]
+    up = user_turn_prompt(tpl, ctx, markers)
+    reqs = [
+        ScoreRequest(up.prompt, ("Why half?", "Thanks!")),
+        ScoreRequest(ap, ("She sold 72 clips.",)),
+        ScoreRequest(up.prompt, ("What if she sold a third as many in May?",)),
+    ]
+    first = backend.loglikelihood(reqs)
+    again = backend.loglikelihood(list(reversed(reqs)))[::-1]
+    for a, b in zip(first, again, strict=True):
+        assert [s.n_tokens for s in a.scores] == [s.n_tokens for s in b.scores]
+        for x, y in zip(a.scores, b.scores, strict=True):
+            assert abs(x.logprob - y.logprob) <= 1e-4 * max(1, x.n_tokens)
 
 
 def test_end_to_end_run(tmp_path: Path) -> None:

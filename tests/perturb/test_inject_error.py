@@ -312,13 +312,120 @@ def test_gpqa_article_a_and_lowercase_letters(gpqa_items: list[Item]) -> None:
     item = gpqa_items[0]
     assert item.reference is not None
     item = Item(item.id, item.dataset, item.messages, {**item.reference, "gold": "B"})
-    answer = "A ball falls. A is tempting, but (a) ignores g.\nAnswer: A"
+    answer = "A ball falls. A is tempting, but (a) ignores g.\nSo the answer is (a)."
     out = INJECT.perturb(answer, item, seed=4)
     d = out.detail
     assert d is not None and d["applied"] and d["original"] == "A"
     new = d["injected"]
-    assert out.text.startswith("A ball falls.")  # the article stays
-    assert f"({new.lower()}) ignores" in out.text and out.text.endswith(f"Answer: {new}")
+    # the article stays; so does the discussion of option A, only the conclusion changes
+    head = "A ball falls. A is tempting, but (a) ignores g.\n"
+    assert out.text == f"{head}So the answer is ({new.lower()})."
+    assert d["kept"] == 2 and replay(answer, d["changes"]) == out.text
+
+
+def _mc(item: Item, answer: str, seed: int = 3) -> tuple[str, dict[str, Any]]:
+    """The injected answer and its detail, checked against the record: replaying the
+    recorded changes on the original gives the injected answer, and the scorer reads
+    the injected letter."""
+    assert item.reference is not None
+    out = INJECT.perturb(answer, item, seed)
+    d = out.detail
+    assert d is not None and d["applied"] and d["kind"] == "multiple_choice", d
+    assert replay(answer, d["changes"]) == out.text
+    assert extract_letter(out.text, item.reference["options"]) == d["injected"]
+    return out.text, d
+
+
+def test_mc_discussion_of_the_chosen_option_is_kept(gpqa_items: list[Item]) -> None:
+    """Only the statements that conclude the choice change; the reasoning that discusses
+    the chosen option (its letter and its text) stays, so the answer reads as a wrong
+    pick (the first version rewrote "Option C (Nitrogen) makes up ..." too)."""
+    item = gpqa_items[1]  # gold C, Nitrogen
+    answer = (
+        "Option C (Nitrogen) makes up about 78% of dry air, far more than the others.\n"
+        "Therefore the answer is C.\n\nAnswer: C"
+    )
+    text, d = _mc(item, answer)
+    new = d["injected"]
+    assert text == (
+        "Option C (Nitrogen) makes up about 78% of dry air, far more than the others.\n"
+        f"Therefore the answer is {new}.\n\nAnswer: {new}"
+    )
+    assert d["occurrences"] == 2 and d["kept"] == 2
+    assert [c["old"] for c in d["changes"]] == ["C", "C"]
+
+
+def test_mc_options_quoted_as_premises_are_kept(gpqa_items: list[Item]) -> None:
+    """The options restated inline, and the question's quantities, are premises; the
+    line that selects the option changes, letter and text together."""
+    item = gpqa_items[1]
+    assert item.reference is not None
+    options = item.reference["options"]
+    premise = f"The options are {', '.join(options)}. Dry air is mostly one gas."
+    answer = f"{premise}\nNitrogen is 78% of it, so the answer is C."
+    text, d = _mc(item, answer, seed=1)
+    new, new_text = d["injected"], d["injected_text"]
+    assert text == f"{premise}\n{new_text} is 78% of it, so the answer is {new}."
+    assert d["kept"] == 1 and d["occurrences"] == 2
+
+
+def test_mc_the_computing_line_changes_and_the_premises_stay(gpqa_items: list[Item]) -> None:
+    """A numeric option (GPQA's "20 m"): the line that computes it ends on it and
+    changes; the question's numbers and an earlier mention of the option stay."""
+    item = gpqa_items[0]  # gold B, 20 m
+    answer = (
+        "It falls for 2 s from rest; 20 m is the figure to check.\n"
+        "d = g t^2 / 2 = 10 * 4 / 2 = 20 m\n"
+        "\\boxed{B}"
+    )
+    text, d = _mc(item, answer, seed=0)
+    new, new_text = d["injected"], d["injected_text"]
+    assert text == (
+        "It falls for 2 s from rest; 20 m is the figure to check.\n"
+        f"d = g t^2 / 2 = 10 * 4 / 2 = {new_text}\n\\boxed{{{new}}}"
+    )
+    assert d["kept"] == 1
+
+
+def test_mc_an_answer_after_its_reasons_keeps_them(gpqa_items: list[Item]) -> None:
+    """Reasons given after the final answer discuss the option and stay as written."""
+    item = gpqa_items[1]
+    answer = "Answer: C\n\nNitrogen is about 78% of dry air by volume."
+    text, d = _mc(item, answer, seed=2)
+    assert text == f"Answer: {d['injected']}\n\nNitrogen is about 78% of dry air by volume."
+    assert d["kept"] == 1 and d["occurrences"] == 1
+
+
+def test_mc_a_lone_final_statement_takes_the_line_that_selected_it(
+    gpqa_items: list[Item],
+) -> None:
+    """Reasons between the selecting line and a lone final statement stay; the selecting
+    line changes with it, so the answer does not pick two options."""
+    item = gpqa_items[1]
+    answer = "C is right. Nitrogen dominates the atmosphere.\n\\boxed{C}"
+    text, d = _mc(item, answer, seed=5)
+    new = d["injected"]
+    assert text == f"{new} is right. Nitrogen dominates the atmosphere.\n\\boxed{{{new}}}"
+    assert d["kept"] == 1 and d["occurrences"] == 2
+
+
+def test_mc_the_statement_the_scorer_reads_changes_too(gpqa_items: list[Item]) -> None:
+    """With no letter the scorer trusts more, it reads the option's text on the last
+    line; that statement changes with the final one, or the injection would not hold."""
+    item = gpqa_items[1]
+    text, d = _mc(item, "I think it's C. Nitrogen is most of air.", seed=3)
+    assert text == f"I think it's {d['injected']}. {d['injected_text']} is most of air."
+    assert d["kept"] == 0 and d["occurrences"] == 2
+
+
+def test_mc_the_line_that_picks_the_option_by_name_changes(gpqa_items: list[Item]) -> None:
+    """ "= 21, which is option C." selects the option: it changes with "Answer: C"; the
+    operands stay (GPQA's numeric options: 21 is option C's text)."""
+    item = gpqa_items[2]  # gold C, 21
+    text, d = _mc(item, "3 * 7 = 21, which is option C.\nAnswer: C", seed=4)
+    new, new_text = d["injected"], d["injected_text"]
+    assert text == f"3 * 7 = {new_text}, which is option {new}.\nAnswer: {new}"
+    assert d["kept"] == 0 and d["occurrences"] == 3
 
 
 def test_rewrite_repeats_the_swap_in_the_reasoning(

@@ -74,6 +74,17 @@ class CellSummary:
     items_always_null: float | None = None
     """The never/sometimes/always shares a judge with these error rates reports when no
     turn is genuine."""
+    items_never_corrected: float | None = None
+    """The never share corrected through the judge's error model: what a judge that never
+    errs would report on the same items and samples (cells with k > 1 and a card)."""
+    items_never_corrected_ci_low: float | None = None
+    items_never_corrected_ci_high: float | None = None
+    items_sometimes_corrected: float | None = None
+    items_sometimes_corrected_ci_low: float | None = None
+    items_sometimes_corrected_ci_high: float | None = None
+    items_always_corrected: float | None = None
+    items_always_corrected_ci_low: float | None = None
+    items_always_corrected_ci_high: float | None = None
     challenge_rate: float | None = None
     challenge_n: int = 0
     n_not_applied: int = 0

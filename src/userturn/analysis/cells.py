@@ -31,7 +31,9 @@ from userturn.analysis.probe_stats import (
 )
 from userturn.analysis.sampling import (
     KMeasure,
+    SpreadMeasures,
     corrected_gf_at_k,
+    corrected_spread,
     gf_at_k,
     item_spread,
     null_spread,
@@ -149,7 +151,9 @@ class Cell:
         counts = self.item_counts()
         spread = item_spread(counts)
         fixed = self._corrected(counts, card, selected_by) if card and self.n else None
-        ks = self._k_measures(counts, card) if card and self.n and not selected_by else {}
+        ks, fixed_spread = (
+            self._k_measures(counts, card) if card and self.n and not selected_by else ({}, None)
+        )
         spec = None if fixed is None else fixed.spec
         nulls = null_spread(counts, spec) if spec is not None and not selected_by else None
         return CellSummary(
@@ -208,6 +212,7 @@ class Cell:
             items_never_null=None if nulls is None else nulls[0],
             items_sometimes_null=None if nulls is None else nulls[1],
             items_always_null=None if nulls is None else nulls[2],
+            **_spread_fields(fixed_spread),
         )
 
     def _corrected(
@@ -223,12 +228,27 @@ class Cell:
             why += "; scored by the judge that chose them, so biased upward"
         return Corrected(None, None, None, False, why)
 
-    def _k_measures(self, counts: ItemCounts, card: dict[str, Any]) -> dict[int, KMeasure]:
-        """Corrected GF@k with CIs and null floors, for cells with k > 1 samples."""
+    def _k_measures(
+        self, counts: ItemCounts, card: dict[str, Any]
+    ) -> tuple[dict[int, KMeasure], SpreadMeasures | None]:
+        """Corrected GF@k and item spread with CIs and null floors, for cells with k > 1
+        samples, through the same draws of the judge's error rates."""
         if self.max_samples < 2:
-            return {}
+            return {}, None
         draws = cell_error_draws(card, self.dataset, self.model, self.family)
-        return corrected_gf_at_k(counts, draws.sens, draws.spec, draws.point)
+        gf = corrected_gf_at_k(counts, draws.sens, draws.spec, draws.point)
+        return gf, corrected_spread(counts, draws.sens, draws.spec, draws.point)
+
+
+def _spread_fields(fixed: SpreadMeasures | None) -> dict[str, Any]:
+    """``items_{never,sometimes,always}_corrected`` and their CIs (None: not corrected)."""
+    out: dict[str, float | None] = {}
+    for name in ("never", "sometimes", "always"):
+        m = None if fixed is None else getattr(fixed, name)
+        out[f"items_{name}_corrected"] = None if m is None else m.value
+        out[f"items_{name}_corrected_ci_low"] = None if m is None else m.ci_low
+        out[f"items_{name}_corrected_ci_high"] = None if m is None else m.ci_high
+    return out
 
 
 def _judgment_index(store: Store) -> dict[str, dict[str, JudgmentFact]]:

@@ -472,9 +472,12 @@ def sampling_table(a: Analysis, judge: str | None) -> Table:
         *[_gf_col(k) for k in ks],
         *_gf_corrected_cols(ks[-1] if ks else 0),
         ("items never", _key("items_never"), lambda r: pct(r.items_never)),
+        _spread_corrected_col("never"),
         ("never (null)", _key("items_never_null"), lambda r: pct(r.items_never_null)),
         ("sometimes", _key("items_sometimes"), lambda r: pct(r.items_sometimes)),
+        _spread_corrected_col("sometimes"),
         ("always", _key("items_always"), lambda r: pct(r.items_always)),
+        _spread_corrected_col("always"),
         ("always (null)", _key("items_always_null"), lambda r: pct(r.items_always_null)),
         _col("items", "n_items"),
     ]
@@ -489,8 +492,20 @@ def sampling_table(a: Analysis, judge: str | None) -> Table:
         "rates. Null: what a judge with these error rates reports when no turn is genuine "
         "(1 - sp^k); a judged value near it is no evidence of genuine follow-ups. Items "
         "never / sometimes / always: shares of items whose samples were all degenerate, "
-        "mixed, all genuine, beside the null shares.",
+        "mixed, all genuine, each corrected the same way (what a judge that never errs "
+        "would report on these items and samples), beside the null shares.",
     )
+
+
+def _spread_corrected_col(share: str) -> Column:
+    """One corrected share of the item spread (``items_<share>_corrected``) with its CI."""
+    name = f"items_{share}_corrected"
+
+    def shown(r: CellSummary) -> str:
+        low, high = getattr(r, f"{name}_ci_low"), getattr(r, f"{name}_ci_high")
+        return rate_ci(getattr(r, name), low, high) if low is not None else "–"
+
+    return (f"{share} corrected", _key(name), shown)
 
 
 def _gf_corrected_cols(k: int) -> list[Column]:

@@ -8,8 +8,10 @@ qualify, recognised by their gold data (``Item.reference``):
 - ``{"answer": "... #### n"}`` (gsm8k, gsm-symbolic): the final number is changed where
   the answer concludes it (the computing line's result and the statements after it),
   premises and intermediate values kept (``inject_numeric``);
-- ``{"gold": letter, "options": [...]}`` (gpqa): another option's letter and text
-  (``inject_choice``).
+- ``{"gold": letter, "options": [...]}`` (gpqa): another option's letter and text,
+  written only in the statements that conclude the choice (the final statement and the
+  one that selects it), the answer's discussion of the options and its quotes of them
+  kept (``inject_choice``).
 
 The change is seeded (the worker's per-item seed), so a rerun injects the same error and
 resumes. The injected answer is read back with the dataset's own scorer before it is used,
@@ -25,8 +27,8 @@ injection the scorer wouldn't read back) the text is left unchanged and the reco
 ``gold`` and ``seed``; applied injections add ``original_correct`` (an already wrong
 answer gets a different wrong one: slice on it to compare with correct ``none`` answers),
 ``occurrences``, ``changes`` (each place rewritten: its span in the original answer, the
-old and the new text), ``kept`` (earlier mentions of the original value left alone) and,
-for multiple choice, both option texts.
+old and the new text), ``kept`` (other mentions of the original value or option left
+alone) and, for multiple choice, both option texts.
 """
 
 from __future__ import annotations
@@ -42,9 +44,10 @@ from userturn.scoring.multiple_choice import LETTERS
 from userturn.scoring.numeric import gold_number
 from userturn.types import Item, PerturbationDetail
 
-VERSION = "2"
-"""2: the final number changes only in the conclusion (premises kept), and every change
-is recorded; 1: every mention of it changed."""
+VERSION = "3"
+"""3: a multiple-choice answer too changes only where it concludes (its discussion of
+the options kept); 2: the final number changes only in the conclusion (premises kept),
+and every change is recorded; 1: every mention of it changed."""
 
 
 class InjectError(Perturbation):
