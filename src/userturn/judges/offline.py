@@ -183,7 +183,7 @@ def _voice_or_echo(m: Measured) -> tuple[Label | None, str] | None:
 
 def decide(m: Measured, s: Scored, i: int, params: Params) -> tuple[bool, Label, str]:
     """σ, label and rationale for row ``i`` of a scored batch."""
-    p = float(s.p_genuine[i])
+    p = round(float(s.p_genuine[i]), 4)  # the probability the verdict reports, and states
     gated = gate(m, params.gates)
     if gated is not None and gated[0] is not None:
         return False, gated[0], gated[1]
