@@ -1,10 +1,16 @@
-"""Why the offline judge is a forest over hand-built features: the alternatives, measured.
+"""The offline judge's learner and inputs against the alternatives, in one harness.
 
-The offline judge misses its κ ≥ 0.70 aim (``bench/judge_offline.py``). This script
-tries the obvious ways up, all under one harness so the figures compare:
+This script tries the obvious learners and inputs under one harness so the figures
+compare (the shipped recipe itself, with gates and calibration, is measured by
+``bench/judge_offline.py``):
 
-- ``forest``: the shipped features and forest settings (the baseline);
-- ``extra_trees``, ``hist_gb``, ``logistic``: other learners on the same features;
+- ``forest``: the label forest's settings on the hand-made features (the old σ learner);
+- ``extra_trees``: the shipped σ learner's settings (``SIGMA_TREES``, ``SIGMA_LEAF``);
+  ``hist_gb``, ``logistic``: other learners on the same features;
+- ``extra_trees+static``: plus the paraphrase similarities from the static MiniLM table
+  the judge ships (``offline_meaning``); ``extra_trees+static+head``: plus the
+  out-of-fold probability of a logistic regression over the turn's static embedding and
+  hashed character n-grams (the act head's inputs, here fit to σ);
 - ``forest+ngram``: plus the out-of-fold probability of a logistic regression over hashed
   word and character n-grams of the turn (the speaker's phrasing, learnt from data);
 - ``forest+reply``: plus three cues of a reply to what the answer asked for (the answer's
@@ -19,14 +25,16 @@ tries the obvious ways up, all under one harness so the figures compare:
   installed; its encoding speed is reported too, since the judge must keep 500 turns/s.
 
 Harness: for every split, the learner is fit on the training part and its threshold is
-the κ-maximising cut of inner 5-fold out-of-fold probabilities on that part only; the
-stacked n-gram probability is likewise out-of-fold inside the training part. Figures are
-κ on σ over judge_train + judge_dev: 5-fold CV (mean of 3 seeds), leave-one-model-out
-and leave-one-dataset-out (pooled). Differences under about 0.03 are within the spread
-of CV seeds. Run: ``.venv/bin/python bench/judge_alternatives.py`` (about 10 minutes on
-2 cores); the last line is one JSON object, its keys prefixed ``alternatives_`` for
-``make bench``. This harness picks its cut without Platt scaling, so its ``forest``
-figure sits a little below the shipped recipe's in ``bench/judge_offline.py``.
+the κ-maximising cut of inner out-of-fold probabilities on that part only; the stacked
+text probability is likewise out-of-fold inside the training part. Every split, outer
+and inner, is grouped by context (``protocol``): no conversation in two folds. Figures
+are κ on σ over all reference files (by default train, dev and realistic): grouped
+5-fold CV (mean of 3 seeds), leave-one-model-out and leave-one-dataset-out (pooled).
+Differences under about 0.03 are within the spread of CV seeds. Run:
+``.venv/bin/python bench/judge_alternatives.py`` (about 30 minutes on 2 cores); the
+last line is one JSON object, its keys prefixed ``alternatives_`` for ``make bench``.
+No candidate here has the judge's gates or Platt scaling, so each sits below the
+shipped recipe's figure in ``bench/judge_offline.py``.
 """
 
 from __future__ import annotations
@@ -50,18 +58,22 @@ from sklearn.ensemble import (
 from sklearn.feature_extraction.text import HashingVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import cohen_kappa_score
-from sklearn.model_selection import StratifiedKFold
+from sklearn.model_selection import StratifiedGroupKFold
 from sklearn.pipeline import make_pipeline, make_union
 from sklearn.preprocessing import StandardScaler, normalize
 
+from userturn.judges import protocol
 from userturn.judges.offline_features import bag, dice, sentences
 from userturn.judges.offline_fit import (
     MIN_LEAF,
     N_TREES,
+    SIGMA_LEAF,
+    SIGMA_TREES,
     Reference,
     default_references,
     load_reference,
 )
+from userturn.judges.offline_meaning import head_inputs
 
 Split = tuple[np.ndarray, np.ndarray]
 SEEDS = (0, 1, 2)
@@ -76,7 +88,9 @@ LEARNERS: dict[str, Callable[[], Classifier]] = {
     "forest": lambda: RandomForestClassifier(
         N_TREES, min_samples_leaf=MIN_LEAF, random_state=0, n_jobs=1
     ),
-    "extra_trees": lambda: ExtraTreesClassifier(300, min_samples_leaf=2, random_state=0),
+    "extra_trees": lambda: ExtraTreesClassifier(
+        SIGMA_TREES, min_samples_leaf=SIGMA_LEAF, random_state=0, n_jobs=1
+    ),
     "hist_gb": lambda: HistGradientBoostingClassifier(
         max_iter=150, learning_rate=0.05, max_leaf_nodes=8, l2_regularization=1.0, random_state=0
     ),
@@ -84,14 +98,14 @@ LEARNERS: dict[str, Callable[[], Classifier]] = {
 }
 
 
-def inner_folds(y: np.ndarray) -> Iterator[Split]:
-    return iter(StratifiedKFold(5, shuffle=True, random_state=0).split(y, y))
+def inner_folds(y: np.ndarray, groups: np.ndarray) -> Iterator[Split]:
+    return iter(StratifiedGroupKFold(3, shuffle=True, random_state=0).split(y, y, groups))
 
 
-def oof(make: Callable[[], Classifier], x: Any, y: np.ndarray) -> np.ndarray:
-    """Out-of-fold P(genuine) on a training part (inner folds)."""
+def oof(make: Callable[[], Classifier], x: Any, y: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Out-of-fold P(genuine) on a training part (inner folds grouped by context)."""
     p = np.zeros(len(y))
-    for a, b in inner_folds(y):
+    for a, b in inner_folds(y, groups):
         p[b] = make().fit(x[a], y[a]).predict_proba(x[b])[:, 1]
     return p
 
@@ -116,36 +130,32 @@ class Candidate:
         self.extra = extra
         self.text = text
 
-    def predict(self, x: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray) -> Any:
+    def predict(
+        self, x: np.ndarray, y: np.ndarray, groups: np.ndarray, train: np.ndarray, test: np.ndarray
+    ) -> Any:
+        g = groups[train]
         if self.extra is not None:
             x = np.column_stack([x, self.extra])
         xtr, xte = x[train], x[test]
         if self.text is not None:
             h = self.text
-            xtr = np.column_stack([xtr, oof(text_lr, h[train], y[train])])
+            xtr = np.column_stack([xtr, oof(text_lr, h[train], y[train], g)])
             xte = np.column_stack(
                 [xte, text_lr().fit(h[train], y[train]).predict_proba(h[test])[:, 1]]
             )
-        cut = best_cut(oof(self.make, xtr, y[train]), y[train])
+        cut = best_cut(oof(self.make, xtr, y[train], g), y[train])
         return self.make().fit(xtr, y[train]).predict_proba(xte)[:, 1] >= cut
 
 
 def score(cand: Candidate, ref: Reference, splits: list[Split]) -> float:
     sigma = np.zeros(len(ref.rows), dtype=bool)
     for train, test in splits:
-        sigma[test] = cand.predict(ref.x, ref.genuine, train, test)
+        sigma[test] = cand.predict(ref.x, ref.genuine, ref.groups, train, test)
     return round(float(cohen_kappa_score(ref.genuine, sigma)), 4)
 
 
 def evaluate(cand: Candidate, ref: Reference) -> dict[str, Any]:
-    cv = [
-        score(
-            cand,
-            ref,
-            list(StratifiedKFold(5, shuffle=True, random_state=s).split(ref.x, ref.genuine)),
-        )
-        for s in SEEDS
-    ]
+    cv = [score(cand, ref, protocol.folds(ref.rows, ref.genuine, seed=s)) for s in SEEDS]
     out: dict[str, Any] = {"cv": round(float(np.mean(cv)), 4), "cv_seeds": cv}
     for key, tag in (("model", "lomo"), ("dataset", "lodo")):
         groups = np.array([str(r.get(key)) for r in ref.rows])
@@ -256,6 +266,13 @@ def main(argv: list[str] | None = None) -> int:
     print("forest+ngram", out["forest+ngram"], flush=True)
     out["forest+reply"] = evaluate(Candidate("forest", extra=reply_cues(ref)), ref)
     print("forest+reply", out["forest+reply"], flush=True)
+    out["extra_trees+static"] = evaluate(Candidate("extra_trees", extra=ref.sims), ref)
+    print("extra_trees+static", out["extra_trees+static"], flush=True)
+    head = head_inputs(ref.turns, ref.emb)
+    out["extra_trees+static+head"] = evaluate(
+        Candidate("extra_trees", extra=ref.sims, text=head), ref
+    )
+    print("extra_trees+static+head", out["extra_trees+static+head"], flush=True)
     sims, info = minilm(ref)
     out["minilm"] = info
     if sims is not None:

@@ -26,7 +26,7 @@ from userturn.spec import Spec
 from userturn.types import LABELS, JudgeInput, Judgment
 
 FIXTURES = Path(__file__).parent / "fixtures"
-CONTROL_SIGMA_FLOOR = 0.8
+CONTROL_SIGMA_FLOOR = 0.9
 """The shipped judge gets 73 of the 83 planted cases' σ right (0.88; bench/judge_offline.py,
 cards/offline.json); a drop below this floor means a feature or gate broke."""
 
@@ -67,7 +67,7 @@ def _check_invariants(verdicts: list[Judgment], n: int) -> None:
         assert v.rationale
         assert v.probability is not None and 0.0 <= v.probability <= 1.0
         assert isinstance(v.challenges_answer, bool)
-        assert v.version.startswith("offline-2+")
+        assert v.version.startswith("offline-3+")
 
 
 def test_control_set_covers_every_label_and_context() -> None:
@@ -98,9 +98,9 @@ ISSUE_CASES = [
 ]
 FLUENT_MISS = pytest.mark.xfail(
     strict=True,
-    reason="still missed by the shipped judge: the voice gate reads 'a version aimed at kids'"
-    " as about nothing here; a re-ask that adds 'the muffins and the cookies'; a new word"
-    " problem on the jug's own topic",
+    reason="still missed by the shipped judge: 'a version aimed at kids' of product copy"
+    " (the revision cue fires, the model still reads a new task); a re-ask that adds 'the"
+    " muffins and the cookies' and opens with 'So'",
 )
 FLUENT_CASES = [
     ("ctl-fmuffins-plausible_followup-1", True),  # "Wait, are you sure ... double-check?"
@@ -118,7 +118,18 @@ FLUENT_CASES = [
     ("ctl-frome-plausible_followup-1", True),  # "why 476 though? ..."
     ("ctl-fmult-previous_turn_restate-1", False),  # "What is 12 x 3?" verbatim
     ("ctl-fjug-assistant_turn_restate-1", False),  # "The answer is 2.5 liters."
-    pytest.param("ctl-fjug-new_task_prompt-1", False, marks=FLUENT_MISS),
+    ("ctl-fjug-new_task_prompt-1", False),  # a new word problem on the jug's own topic
+    ("ctl-gpens-previous_turn_restate-1", False),  # the question with one number changed
+    ("ctl-gpens-new_task_prompt-1", False),  # a new word problem of the same shape
+    ("ctl-gpens-assistant_turn_restate-1", False),  # the solution restated, no "Sure/Here"
+    ("ctl-gpens-malformed_artifact-1", False),  # a garbled sum
+    ("ctl-gknee-assistant_turn_restate-1", False),  # continues the answer's advice
+    ("ctl-gknee-plausible_followup-1", True),  # typed details and a next step
+    ("ctl-gknee-other-1", False),  # narrates the exchange
+    ("ctl-gstory-plausible_followup-1", True),  # "Keep going: ..."
+    ("ctl-gstory-other-1", False),  # "Rating: 7/10 ..."
+    ("ctl-gtrip-plausible_followup-1", True),  # the details the assistant asked for
+    ("ctl-gtrip-degenerate_short-1", False),  # thanks, nothing asked
 ]
 
 
@@ -201,7 +212,7 @@ def test_challenge_flag_reaches_the_judgment(judge: OfflineJudge) -> None:
 
 def test_version_follows_the_parameters() -> None:
     default = OfflineJudge(_spec())
-    assert default.version.startswith("offline-2+")
+    assert default.version.startswith("offline-3+")
     stricter = OfflineJudge(_spec("offline?threshold=0.9", threshold="0.9"))
     assert stricter.threshold == 0.9
     assert stricter.version != default.version
@@ -243,6 +254,7 @@ def test_forest_matches_scikit_learn() -> None:
 def test_fit_is_deterministic(monkeypatch: pytest.MonkeyPatch) -> None:
     """Same rows, same parameters, byte for byte (small forests to keep this quick)."""
     monkeypatch.setattr(offline_fit, "N_TREES", 5)
+    monkeypatch.setattr(offline_fit, "SIGMA_TREES", 5)
     ref = offline_fit.load_reference([FIXTURES / "control_set.jsonl"])
     first = offline_fit.dumps(offline_fit.fit_arrays(ref))
     assert first == offline_fit.dumps(offline_fit.fit_arrays(ref))
@@ -298,3 +310,81 @@ def test_paraphrase_is_closer_than_a_new_topic() -> None:
         "Who was the first president of the United States?",
     ])  # fmt: skip
     assert float(q @ para) > float(q @ other) + 0.2
+
+
+COPD = (
+    {"role": "user", "content": "so basically there's no real solution??"},
+    {
+        "role": "assistant",
+        "content": "I understand why you'd feel discouraged. Oxygen supplementation is a major"
+        " part of therapy if your blood oxygen is regularly running low, but there can be other"
+        " steps to help you cope. For instance, certain inhaled medications can reduce airway"
+        " inflammation or help your airways stay open.",
+    },
+)
+
+
+def test_a_turn_in_new_words_is_left_to_the_model() -> None:
+    """People give new details in new words; a fixed 'nothing points back' verdict called
+    such turns new tasks. Now no gate fires and ``ungrounded`` is a feature."""
+    from userturn.judges.offline import gate
+    from userturn.judges.offline_features import measure_turn
+
+    m = measure_turn(COPD, "im 71 and already on spiriva. what else would they add")
+    assert m.values["ungrounded"] == 1.0
+    assert gate(m) is None
+
+
+@pytest.mark.parametrize(
+    ("turn", "feature"),
+    [
+        ("Perfect, that's exactly what I needed. Thanks a lot!", "thanks_only"),
+        ("The user thanks the assistant and asks about oxygen.", "narration"),
+        ("Score: 6/10. Accurate but vague about oxygen.", "rating"),
+        ("What's the difference between COPD and asthma?", "definitional"),
+        ("im 71 and on spiriva since 2019", "personal_numbers"),
+        ("so could the inhaled ones help me?", "connective"),
+        ("Therefore the answer is oxygen plus inhalers.", "conclusion"),
+        ("continue, but shorter", "continue_request"),
+        ("```python\nprint(1)\n```", "code"),
+    ],
+)
+def test_discourse_features(turn: str, feature: str) -> None:
+    from userturn.judges.offline_features import measure_turn
+
+    assert measure_turn(COPD, turn).values[feature] == 1.0
+    assert measure_turn(COPD, "Which inhaled medication would you try first?").values[feature] == 0
+
+
+def test_answer_asking_for_details_is_seen() -> None:
+    from userturn.judges.offline_features import measure_turn
+
+    ask = (COPD[0], {"role": "assistant", "content": "Could you tell me more: how old are you?"})
+    assert measure_turn(ask, "71").values["answer_asks_details"] == 1.0
+    assert measure_turn(COPD, "71").values["answer_asks_details"] == 0.0
+
+
+def test_reask_with_a_number_changed() -> None:
+    """Close to the request while keeping one of its numbers and changing another."""
+    from userturn.judges.offline_meaning import SIMILARITIES, measure_meaning
+
+    pens = (
+        {"role": "user", "content": "A box holds 24 pens. Lena buys 3 boxes. How many pens?"},
+        {"role": "assistant", "content": "3 x 24 = 72 pens."},
+    )
+    at = SIMILARITIES.index("emb_reask_numbers")
+    changed = measure_meaning(pens, "A box holds 24 pens. Lena buys 4 boxes. How many pens?")
+    same = measure_meaning(pens, "A box holds 24 pens. Lena buys 3 boxes. How many pens?")
+    assert changed.similarities[at] > 0.8
+    assert same.similarities[at] == 0.0
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Nice. Now can you write a version aimed at kids?", "Keep going: he opens the bottle."],
+)
+def test_revision_cue_reads_versions_and_continuations(text: str) -> None:
+    from userturn.judges import offline_cues
+
+    assert offline_cues.REVISION.search(text)
+    assert not offline_cues.REVISION.search("Thanks! Now write a poem about cats.")

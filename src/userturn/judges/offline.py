@@ -13,12 +13,16 @@ A verdict is made in three steps:
    are settled by fixed checks: the rules judge's surface checks (empty or filler-only
    turns, template tokens and mojibake, symbol soup, planning phrases); quiz frames
    ("What is the answer to this question: ...") and self-contained word problems with
-   new numbers; and, for a turn without any dialogue-act cue, the assistant's voice, a
-   re-ask that adds no new question word, or no content word from the conversation.
+   new numbers; and, for a turn without any dialogue-act cue, the assistant's voice or
+   a re-ask that adds no new question word. A turn that shares no content word with the
+   conversation is left to the model (``ungrounded`` is a feature): people's real next
+   turns often give new details in new words ("im 71 and already on spiriva"), which a
+   fixed verdict called new tasks.
    On judge_train each gate is right about σ in at least 7 of 9 turns it fires on, and
    the gates raised cross-validated κ there (0.59 -> 0.61).
-2. **σ**: a random forest gives a score, Platt-scaled into P(genuine); the turn is
-   genuine when P reaches the threshold that maximised out-of-fold κ during the fit.
+2. **σ**: an ensemble of extremely randomised trees gives a score, Platt-scaled into
+   P(genuine); the turn is genuine when P reaches the threshold that maximised
+   out-of-fold κ during the fit.
 3. **Label**: for a degenerate turn, a second forest over the degenerate labels.
 
 The rationale names the deciding evidence: the gate, or the two features that moved
@@ -59,10 +63,10 @@ from userturn.types import LABELS, JudgeInput, Judgment, Label
 
 log = logging.getLogger(__name__)
 
-CODE_VERSION = "offline-2"
+CODE_VERSION = "offline-3"
 """Bump when features or gates change; the fitted parameters enter the version by hash."""
 PARAMS = "offline_params.json"
-FORMAT = "userturn-offline-2"
+FORMAT = "userturn-offline-3"
 ALL_FEATURES: tuple[Feature, ...] = FEATURES + MEANING_FEATURES
 ALL_NAMES: tuple[str, ...] = NAMES + SIMILARITIES + HEAD_NAMES
 GATES = ("surface", "task", "voice")
@@ -158,7 +162,7 @@ def gate(m: Measured, families: tuple[str, ...] = GATES) -> tuple[Label | None, 
 
 
 def _voice_or_echo(m: Measured) -> tuple[Label | None, str] | None:
-    """The answering side's voice, a re-ask with nothing new, or a turn about nothing here.
+    """The answering side's voice, or a re-ask with nothing new.
 
     Each needs the absence of every dialogue-act cue ("why", "make it", "are you sure",
     a pointer back), since a follow-up may quote the request while asking something new.
@@ -174,14 +178,12 @@ def _voice_or_echo(m: Measured) -> tuple[Label | None, str] | None:
     reask = max(v["q_last_sim"], v["q_dice"])
     if v["question"] and not v["new_intent"] and reask >= REASK_SIMILARITY:
         return "previous_turn_restate", f"re-asks the request (similarity {reask:.2f})"
-    if m.rules.grounding == 0 and m.rules.n_units >= 2:
-        return "new_task_prompt", "no content word from the conversation, nothing points back"
     return None
 
 
 def decide(m: Measured, s: Scored, i: int, params: Params) -> tuple[bool, Label, str]:
     """σ, label and rationale for row ``i`` of a scored batch."""
-    p = float(s.p_genuine[i])
+    p = round(float(s.p_genuine[i]), 4)  # the probability the verdict reports, and states
     gated = gate(m, params.gates)
     if gated is not None and gated[0] is not None:
         return False, gated[0], gated[1]

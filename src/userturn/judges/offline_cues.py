@@ -74,15 +74,20 @@ def challenges(turn: str) -> bool:
     return CHALLENGE.search(start) is not None and _NOT_CHALLENGE.search(start) is None
 
 
+_ACK = r"(?:please|now|ok(?:ay)?|great|thanks|nice|cool|perfect|good|and)"
 REVISION = _any(
-    r"^[^\w\n]*(?:(?:please|now|ok(?:ay)?|great|thanks)\W+)*(?:can|could|would|will) you"
+    rf"^[^\w\n]*(?:{_ACK}\W+)*(?:can|could|would|will) you"
     r" (?:please )?(?:make|rewrite|change|shorten|expand|simplify|add|remove|convert"
-    r"|translate|format|show|put|turn|redo|fix|adjust|rephrase|explain|give|list|include)\b",
-    r"^[^\w\n]*(?:(?:please|now|ok(?:ay)?|great|thanks|and)\W+)*(?:make|rewrite|change|shorten"
+    r"|translate|format|show|put|turn|redo|fix|adjust|rephrase|explain|give|list|include"
+    r"|write|do|try)\b",
+    rf"^[^\w\n]*(?:{_ACK}\W+)*(?:make|rewrite|change|shorten"
     r"|expand|simplify|add|remove|convert|translate|format|show|put|turn|redo|fix|adjust"
-    r"|rephrase|include|use|try)\b",
+    r"|rephrase|include|use|try|keep going|continue)\b",
+    r"\b(?:a|another|the same) (?:version|variant)\b|\b(?:aimed at|written for|for) (?:kids"
+    r"|children|a child|beginners|teenagers)\b",
 )
-"""A request to change or re-present the answer ("make it shorter", "show that as a table")."""
+"""A request to change, re-present or extend the answer ("make it shorter", "show that as a
+table", "a version aimed at kids", "keep going")."""
 
 CLARIFY = _any(
     r"^[^\w\n]*(?:why|how come|what if|what about|how about|what do you mean|what does|is that"
@@ -157,3 +162,85 @@ MARKDOWN = re.compile(r"(?m)^[^\S\n]*(?:[-*•]\s+\S|\d+[.)]\s+\S|#{1,6}\s|```|\
 NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+(?:[A-Z][a-z]+)*\b", re.MULTILINE)
 SENTENCE_END = re.compile(r"(?<=[.?!])\s+|\n+")
+
+# Discourse cues. A follow-up leans on what was just said (a pronoun, "and", "so"), or
+# hands over what the assistant asked for; a same-topic new question stands alone; the
+# answering side concludes, advises or continues its list; a model playing the user may
+# narrate or grade the exchange instead of taking part in it.
+ANAPHORA = re.compile(
+    r"\b(?:it|this|that|these|those|them|they|its|there|same|such|the one|above|here"
+    r"|esto|eso|isso|isto|ça|cela|это)\b",
+    re.IGNORECASE,
+)
+"""Words that point back into the conversation (also in a few other languages)."""
+CONNECTIVE = re.compile(
+    r"^\W*(?:and|so|but|also|then|what about|how about|ok(?:ay)?|wait|hmm|y|e|et|pero|mas"
+    r"|mais|и|а)\b",
+    re.IGNORECASE,
+)
+"""An opening that continues the exchange rather than starting a new one."""
+PERSONAL = re.compile(r"\b(?:i|i'm|im|ive|i've|i'd|my|me|mine|we|our)\b", re.IGNORECASE)
+NARRATION = re.compile(
+    r"\bthe (?:user|assistant|model|response|chatbot)\b"
+    r"|\b(?:usuario|asistente|usuário|assistente)\b",
+    re.IGNORECASE,
+)
+"""The exchange described from outside ("The user thanks the assistant...")."""
+RATING = re.compile(
+    r"\b\d{1,2}\s*/\s*10\b|\b(?:score|rating|grade|puntuaci[oó]n|evaluaci[oó]n|nota)\s*:",
+    re.IGNORECASE,
+)
+"""A grade of the answer ("Score: 6/10"): a reviewer's voice, not the asker's."""
+CONCLUSION = re.compile(
+    r"\b(?:the answer is|therefore|thus|so the total|in total|in any case|in summary"
+    r"|overall,)\b",
+    re.IGNORECASE,
+)
+"""How an answer concludes; under the user header, a continuation of the solution."""
+LIST_ITEM = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s")
+ASKS_FOR_DETAILS = re.compile(
+    r"please (?:provide|share|tell|give|describe|let me know)"
+    r"|could you (?:remind|tell|share|provide|clarify|describe)"
+    r"|can you (?:tell|share|provide|describe)|more (?:details|information|context)"
+    r"|what (?:are|is) you(?:r)? (?:looking|interested)",
+    re.IGNORECASE,
+)
+"""The answer asks the user for something: the next turn may just hand it over."""
+ADVICE = re.compile(
+    r"\b(?:it(?:'s|’s| is) (?:best|important|recommended|a good idea)"
+    r"|you (?:should|can|could|may|might) (?:also )?(?:try|consider|use|see|talk|ask|start)"
+    r"|i (?:hear|understand) you|consult|i recommend|i(?:'d|’d) recommend|i suggest)\b",
+    re.IGNORECASE,
+)
+"""Advice given, as the answering side gives it."""
+THANKS = re.compile(
+    r"\b(?:thanks|thank you|thx|ty|appreciate|gracias|obrigad[oa]|merci|danke|спасибо)\b",
+    re.IGNORECASE,
+)
+REQUEST = re.compile(
+    r"\?|\b(?:can|could|would|will) you\b"
+    r"|\b(?:please|now|make|write|add|show|give|explain|tell|continue|also)\b",
+    re.IGNORECASE,
+)
+"""Any ask at all; thanks without one is a contentless reaction."""
+DEFINITIONAL = re.compile(
+    r"^\W*(?:what(?:'s|’s| is| are)(?: the)? differences? between"
+    r"|what (?:is|are) (?:a|an|the)? ?\w+(?: \w+)?\?$|how (?:do|does) \w+ work\??$"
+    r"|what(?:'s|’s| is| are) the (?:most )?(?:common|main|typical|recommended|best"
+    r"|first-line|health)\b"
+    r"|what (?:are|is) the (?:symptoms|signs|causes|side effects|benefits|risks|types|stages)"
+    r" of\b)",
+    re.IGNORECASE,
+)
+"""A textbook question ("What's the difference between X and Y?"): same topic, no tie."""
+CODE = re.compile(
+    r"```|^\s*(?:import|from|def|class|function|const|let|var|#include|public|SELECT"
+    r"|PROGRAM)\b|[{};]\s*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+CONTINUE = re.compile(
+    r"\b(?:continue|continúa|continua|keep going|go on|next (?:scene|part|chapter)"
+    r"|write (?:that|the next|this) scene|let'?s write)\b",
+    re.IGNORECASE,
+)
+"""A request to carry a story or a text on: it builds on the answer."""

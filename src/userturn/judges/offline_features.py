@@ -109,6 +109,23 @@ FEATURES: tuple[Feature, ...] = (
     Feature("no_content", "no content words", "flag"),
     Feature("replies_to_question", "replies to a question the answer asked", "flag"),
     Feature("continues_cut", "continues an answer cut off mid-sentence", "flag"),
+    Feature("ungrounded", "no content word from the conversation, no act", "flag"),
+    Feature("anaphora", "points back with a pronoun ('it', 'that')", "flag"),
+    Feature("connective", "opens by continuing the exchange ('and', 'so')", "flag"),
+    Feature("personal_numbers", "gives personal details with figures", "flag"),
+    Feature("narration", "describes the exchange from outside", "flag"),
+    Feature("rating", "grades the answer", "flag"),
+    Feature("conclusion", "concludes like a solution ('the answer is')", "flag"),
+    Feature("list_item", "opens with a list item", "flag"),
+    Feature("answer_asks_details", "the answer asked the user for something", "flag"),
+    Feature("advice", "gives advice as the answering side does", "flag"),
+    Feature("non_latin", "share of letters outside ASCII"),
+    Feature("lower_start", "starts lower-case", "flag"),
+    Feature("ends_question", "ends with a question mark", "flag"),
+    Feature("thanks_only", "thanks without asking anything", "flag"),
+    Feature("definitional", "a textbook question with no tie to the answer", "flag"),
+    Feature("code", "code pasted in", "flag"),
+    Feature("continue_request", "asks to carry the text on", "flag"),
 )
 NAMES: tuple[str, ...] = tuple(f.name for f in FEATURES)
 
@@ -146,6 +163,7 @@ class _Extras:
     a_new: frozenset[str]
     answer_asks: bool
     answer_cut: bool
+    asks_details: bool
 
 
 def numbers(text: str) -> frozenset[str]:
@@ -191,6 +209,7 @@ def _extras(key: tuple[tuple[str, str], ...]) -> _Extras:
         a_new=ctx.a_units - ctx.q_units,
         answer_asks="?" in tail[-120:],
         answer_cut=bool(tail) and tail[-1] not in ".!?)\"'`*:”’",
+        asks_details=cue.ASKS_FOR_DETAILS.search(tail) is not None or tail.endswith("?"),
     )
 
 
@@ -219,6 +238,7 @@ def measure_turn(messages: Sequence[Message], turn: str) -> Measured:
         **_acts(turn, head, rules, ex),
         **_surface(rules),
     }
+    values |= _discourse(turn, rules, ex, values)
     flagged = challenges_answer(messages, turn)  # the validated detector, not the feature cue
     return Measured(rules=rules, values=values, challenges_answer=flagged)
 
@@ -271,4 +291,41 @@ def _surface(rules: TextFeatures) -> dict[str, float]:
         "scripts": float(rules.script_switches),
         "repetition": rules.repetition,
         "no_content": float(rules.n_meaningful == 0),
+    }
+
+
+def _discourse(
+    turn: str, rules: TextFeatures, ex: _Extras, values: dict[str, float]
+) -> dict[str, float]:
+    """Whether the turn leans on the exchange, hands over what was asked, or speaks from
+    outside or from the answering side (``offline_cues``' discourse cues)."""
+    text = turn.strip()
+    head = cue.head(text)
+    letters = [c for c in text if c.isalpha()]
+    acts = ("revision", "challenge", "clarify", "pointer", "report_back")
+    anaphora = cue.ANAPHORA.search(text) is not None
+    return {
+        "ungrounded": float(
+            rules.grounding == 0 and rules.n_units >= 2 and not any(values[a] for a in acts)
+        ),
+        "anaphora": float(anaphora),
+        "connective": float(cue.CONNECTIVE.search(head) is not None),
+        "personal_numbers": float(
+            cue.PERSONAL.search(text) is not None and any(c.isdigit() for c in text)
+        ),
+        "narration": float(cue.NARRATION.search(head) is not None),
+        "rating": float(cue.RATING.search(text) is not None),
+        "conclusion": float(cue.CONCLUSION.search(text) is not None),
+        "list_item": float(cue.LIST_ITEM.search(text) is not None),
+        "answer_asks_details": float(ex.asks_details),
+        "advice": float(cue.ADVICE.search(text) is not None),
+        "non_latin": sum(not c.isascii() for c in letters) / len(letters) if letters else 0.0,
+        "lower_start": float(text[:1].islower()),
+        "ends_question": float(text.endswith("?")),
+        "thanks_only": float(
+            cue.THANKS.search(text) is not None and cue.REQUEST.search(text) is None
+        ),
+        "definitional": float(cue.DEFINITIONAL.search(text) is not None and not anaphora),
+        "code": float(cue.CODE.search(text) is not None),
+        "continue_request": float(cue.CONTINUE.search(text) is not None),
     }

@@ -12,10 +12,15 @@ The recipe, and why:
 - **Act and voice head**: a multinomial logistic regression (``HEAD_C``) from the turn's
   sentence embedding and hashed character n-grams to the eight labels
   (``offline_meaning``). The forest reads its probabilities; for the fitting rows they
-  are out-of-fold (5 folds grouped by context), so the forest never learns from a head
+  are out-of-fold (``INNER_FOLDS`` folds grouped by context), so the forest never learns from a head
   that saw the row. The shipped head is fit on every row.
-- **σ model**: a random forest (``N_TREES`` trees, leaves of >= 3 turns) over the
-  hand-made features, the paraphrase similarities and the head's probabilities. A forest
+- **σ model**: extremely randomised trees (``SIGMA_TREES`` trees, leaves of >=
+  ``SIGMA_LEAF`` turns) over the hand-made features, the paraphrase similarities and the
+  head's probabilities. Random split points average into a smoother score than a random
+  forest's best splits: in grouped CV over the 1,107 reference turns, on the previous
+  judge's inputs, κ rose from 0.63 (60-tree forest) to 0.68-0.70 (300 randomised trees,
+  two seeds). 200 trees keep the parameter file under 5 MB; with 150, κ still moved by
+  0.03 with the trees' seed. Trees
   because the evidence interacts (overlap with the request means a re-ask only when no
   new question word comes with it), which a linear model cannot express.
 - **Calibration and threshold**: out-of-fold forest scores (the same grouped folds) are
@@ -44,7 +49,7 @@ from typing import Any
 
 import numpy as np
 import sklearn
-from sklearn.ensemble import RandomForestClassifier
+from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import cohen_kappa_score
 from sklearn.model_selection import StratifiedGroupKFold, cross_val_predict
@@ -65,7 +70,10 @@ from userturn.types import JudgeInput, Judgment
 log = logging.getLogger(__name__)
 
 SEED = 0
+SIGMA_TREES = 200
+SIGMA_LEAF = 2
 N_TREES = 60
+"""Trees of the label forest."""
 MIN_LEAF = 3
 FOLDS = 5
 MIN_LABEL_ROWS = 3
@@ -138,6 +146,12 @@ def load_reference(paths: list[Path]) -> Reference:
     )
 
 
+def _sigma_trees() -> ExtraTreesClassifier:
+    return ExtraTreesClassifier(
+        n_estimators=SIGMA_TREES, min_samples_leaf=SIGMA_LEAF, random_state=SEED, n_jobs=1
+    )
+
+
 def _forest() -> RandomForestClassifier:
     return RandomForestClassifier(
         n_estimators=N_TREES, min_samples_leaf=MIN_LEAF, random_state=SEED, n_jobs=1
@@ -185,11 +199,11 @@ def full_matrix(ref: Reference, head_p: np.ndarray) -> np.ndarray:
 def fit_sigma(x: np.ndarray, genuine: np.ndarray, groups: np.ndarray) -> dict[str, Any]:
     """Forest, Platt scaling and threshold (see the module docstring)."""
     folds = _inner_folds(genuine, groups)
-    oof = cross_val_predict(_forest(), x, genuine, cv=folds, method="predict_proba")[:, 1]
+    oof = cross_val_predict(_sigma_trees(), x, genuine, cv=folds, method="predict_proba")[:, 1]
     platt = LogisticRegression(C=1e6, max_iter=1000).fit(oof.reshape(-1, 1), genuine)
     a, b = float(platt.coef_[0, 0]), float(platt.intercept_[0])
     p = 1.0 / (1.0 + np.exp(-(a * oof + b)))
-    forest = _forest().fit(x, genuine)
+    forest = _sigma_trees().fit(x, genuine)
     return {
         "forest": forest_to_json(forest.estimators_, 2),
         "platt": [round(a, 6), round(b, 6)],
@@ -231,8 +245,11 @@ def fit_params(ref: Reference) -> dict[str, Any]:
         "references": ref.files,
         "n": len(ref.rows),
         "genuine": int(ref.genuine.sum()),
-        "learner": f"sklearn {sklearn.__version__} RandomForestClassifier over features,"
-        " similarities and a LogisticRegression head",
+        "learner": f"sklearn {sklearn.__version__} ExtraTreesClassifier (σ) and"
+        " RandomForestClassifier (label) over features, similarities and a"
+        " LogisticRegression head",
+        "sigma_estimators": SIGMA_TREES,
+        "sigma_min_samples_leaf": SIGMA_LEAF,
         "n_estimators": N_TREES,
         "min_samples_leaf": MIN_LEAF,
         "head_c": HEAD_C,

@@ -30,7 +30,7 @@ from scipy import sparse
 from sklearn.feature_extraction.text import HashingVectorizer
 
 from userturn.judges.offline_embed import Encoder, encoder
-from userturn.judges.offline_features import Feature, sentences
+from userturn.judges.offline_features import Feature, numbers, sentences
 from userturn.judges.rules_features import context_key, context_view
 from userturn.types import Message
 
@@ -43,9 +43,17 @@ SIMILARITIES = (
     "emb_a_last",
     "emb_prior_user",
     "emb_gap",
+    "emb_a_top3",
+    "emb_a_second",
+    "emb_reask_numbers",
+    "emb_q_over_prior",
 )
 """Turn vs request, answer, best request sentence, best answer sentence, the answer's
-first and last sentences, the best earlier user turn, and answer minus request."""
+first and last sentences, the best earlier user turn, answer minus request; the mean of
+the three closest answer sentences and the second closest (a continuation is close to
+several, a follow-up to one); similarity to the request when the turn keeps some of its
+numbers and changes others (a re-ask with one number changed); request minus earlier
+user turns."""
 HEAD_CLASSES = (
     "plausible_followup",
     "previous_turn_restate",
@@ -81,6 +89,7 @@ class ContextEmbeddings:
     q_sents: np.ndarray
     a_sents: np.ndarray
     prior_users: np.ndarray
+    question_numbers: frozenset[str]
 
 
 @lru_cache(maxsize=2048)
@@ -99,6 +108,7 @@ def _context(key: tuple[tuple[str, str], ...]) -> ContextEmbeddings:
         q_sents=vecs[2 : 2 + nq],
         a_sents=vecs[2 + nq : 2 + nq + na],
         prior_users=vecs[2 + nq + na :],
+        question_numbers=numbers(ctx.question),
     )
 
 
@@ -124,6 +134,10 @@ def measure_meaning(
     vecs = enc.encode([turn, *sents])
     whole, parts = vecs[0], vecs[1:] if len(vecs) > 1 else vecs[:1]
     sim_q, sim_a = float(whole @ ctx.question), float(whole @ ctx.answer)
+    to_answer = np.sort(whole @ ctx.a_sents.T)[::-1]
+    prior = float((whole @ ctx.prior_users.T).max())
+    own = numbers(turn)
+    changed = bool(own - ctx.question_numbers) and bool(own & ctx.question_numbers)
     values = [
         sim_q,
         sim_a,
@@ -133,6 +147,10 @@ def measure_meaning(
         float(whole @ ctx.a_sents[-1]),
         float((whole @ ctx.prior_users.T).max()),
         sim_a - sim_q,
+        float(to_answer[:3].mean()),
+        float(to_answer[1] if len(to_answer) > 1 else to_answer[0]),
+        sim_q if changed else 0.0,
+        sim_q - prior,
     ]
     return TurnMeaning(np.round(np.array(values), 4), whole)
 
@@ -184,6 +202,10 @@ MEANING_FEATURES: tuple[Feature, ...] = (
     Feature("emb_a_last", "paraphrase similarity to the answer's close"),
     Feature("emb_prior_user", "paraphrase similarity to an earlier user turn"),
     Feature("emb_gap", "closer to the answer than to the request"),
+    Feature("emb_a_top3", "paraphrase similarity to several answer sentences"),
+    Feature("emb_a_second", "paraphrase similarity to a second answer sentence"),
+    Feature("emb_reask_numbers", "close to the request with a number changed"),
+    Feature("emb_q_over_prior", "closer to the request than to earlier user turns"),
     *(
         Feature(n, f"reads as {c.replace('_', ' ')}")
         for n, c in zip(HEAD_NAMES, HEAD_CLASSES, strict=True)
