@@ -21,7 +21,6 @@ from userturn.config import RunConfig, build_config, load_config
 from userturn.errors import UserError
 from userturn.run import driver
 from userturn.run.judge_stage import JudgeTally
-from userturn.run.rollout import run_rollouts
 
 
 def build_run_config(config: Path | None, flags: dict[str, Any]) -> RunConfig:
@@ -250,11 +249,7 @@ def run(
     started = time.monotonic()
     try:
         with progress_for() as bars:
-            if cfg.probe == "rollout":
-                out = out or driver.default_out(cfg)
-                result = run_rollouts(cfg, out, bars)
-            else:
-                result = driver.run(cfg, out, bars)
+            result = driver.run(cfg, out, bars)
     except driver.RunInterrupted as exc:
         raise Interrupted(str(exc)) from None
     _record_speed(cfg, result.stats, time.monotonic() - started)
