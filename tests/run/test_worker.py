@@ -16,15 +16,14 @@ import pytest
 from userturn.backends import load_backend
 from userturn.backends.fake import REQUESTS
 from userturn.config import build_config
-from userturn.datasets import load_dataset
+from userturn.datasets import Dataset, load_dataset
 from userturn.errors import UserError
-from userturn.datasets import Dataset
 from userturn.run.events import AnswerEvent, Event, UserEvent
 from userturn.run.probes.base import Known
 from userturn.run.probes.generate import UserTurnStage
 from userturn.run.worker import ItemWorker
-from userturn.rundir.records import AnswerRecord
 from userturn.rundir.keys import derive_seed
+from userturn.rundir.records import AnswerRecord
 from userturn.types import Item
 
 DATE = dt.date(2026, 1, 2)

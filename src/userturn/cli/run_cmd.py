@@ -21,6 +21,7 @@ from userturn.config import RunConfig, build_config, load_config
 from userturn.errors import UserError
 from userturn.run import driver
 from userturn.run.judge_stage import JudgeTally
+from userturn.run.probes import probe_for
 
 
 def build_run_config(config: Path | None, flags: dict[str, Any]) -> RunConfig:
@@ -297,7 +298,7 @@ def print_results(result: driver.RunResult, fmt: output.Format = "table") -> Non
 
 def _record_speed(cfg: RunConfig, stats: driver.RunStats, seconds: float) -> None:
     """A one-model generate run stores its end-to-end speed for the next estimate."""
-    if cfg.probe != "generate" or len(cfg.models) != 1:
+    if not probe_for(cfg).estimates_speed or len(cfg.models) != 1:
         return
     tokens = stats.extra.get("answer_completion_tokens", 0)
     tokens += stats.extra.get("user_completion_tokens", 0)
@@ -362,7 +363,7 @@ def _probe_command(probe: str, doc: str, extra: list[inspect.Parameter]) -> Any:
     params[-1:-1] = extra
 
     def command(**kwargs: Any) -> int:
-        if probe == "rollout":
+        if "user_temperature" in kwargs:  # the rollout command's own option
             kwargs["temperatures"] = _user_temperature(
                 kwargs.pop("user_temperature"), kwargs["temperatures"], kwargs["config"]
             )

@@ -64,6 +64,9 @@ class Probe(Protocol):
     """The writer the run directory's lock names."""
     unit: ClassVar[str]
     """What the progress bar counts (``user turns``, ``contexts scored``)."""
+    estimates_speed: ClassVar[bool]
+    """Whether a one-model run's end-to-end speed feeds the next run's time estimate
+    (which counts answers and user turns, as this probe makes them)."""
     cfg: RunConfig
 
     def check(self) -> None:

@@ -24,6 +24,7 @@ class GenerateProbe(ProbeBase):
     name: ClassVar[ProbeName] = "generate"
     command: ClassVar[str] = "run"
     unit: ClassVar[str] = "user turns"
+    estimates_speed: ClassVar[bool] = True
 
     def planned(self, jobs: list[Job]) -> int:
         cfg = self.cfg

@@ -26,6 +26,7 @@ class LikelihoodProbe(ProbeBase):
     name: ClassVar[ProbeName] = "likelihood"
     command: ClassVar[str] = "run"
     unit: ClassVar[str] = "contexts scored"
+    estimates_speed: ClassVar[bool] = False
 
     def check_items(self, spec: str, items: list[Item]) -> None:
         if not any(it.reference_turn for it in items):

@@ -63,6 +63,7 @@ class RolloutProbe(ProbeBase):
     name: ClassVar[ProbeName] = "rollout"
     command: ClassVar[str] = "rollout"
     unit: ClassVar[str] = "user turns"
+    estimates_speed: ClassVar[bool] = False
 
     def check(self) -> None:
         """A rollout plays one user temperature and one perturbation; a grid over either
