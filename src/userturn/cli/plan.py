@@ -160,8 +160,7 @@ def _rollout_size(cfg: RunConfig, out: Path, jobs: list[Job]) -> str:
     items = sum(len(j.items) for j in jobs)
     n = items * samples_at(cfg.temperatures[0], cfg.samples) * len(cfg.models)
     return (
-        f"rollout: {grid_line(cfg, jobs, items)}: {n} conversations of up to "
-        f"{cfg.turns} user turns"
+        f"rollout: {grid_line(cfg, jobs, items)}: {n} conversations of up to {cfg.turns} user turns"
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import typer
 
 from userturn.analysis import run_table as results
+from userturn.analysis.cell import GenerateCell
 from userturn.analysis.tables import Table
 from userturn.cli import options, output, plan, speed
 from userturn.cli.io import Interrupted
@@ -266,7 +267,7 @@ def print_results(result: driver.RunResult, fmt: output.Format = "table") -> Non
         detail = ("top failure labels", "unparseable", "accuracy", "corrected [95% CI]", "n")
         table = results.results_table(result.cells)
         output.emit(table, fmt, detail=detail, key=key, keep=results.HEADLINE)
-        note = results.corrected_note([c for c in result.cells if c.probe == "generate"])
+        note = results.corrected_note([c for c in result.cells if isinstance(c, GenerateCell)])
         if note:
             output.note(note, fmt)
     warning = results.truncation_warning(result.cells)
