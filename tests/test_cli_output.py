@@ -20,7 +20,7 @@ import pytest
 from rich.console import Console
 
 from userturn.analysis import run_table as results
-from userturn.analysis.cell import CellSummary
+from userturn.analysis.cell import CellSummary, GenerateCell, cell_from_json
 from userturn.analysis.tables import Table
 from userturn.cli import main, output
 
@@ -54,7 +54,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def cells(run: Path) -> list[CellSummary]:
     data = json.loads((run / "summary.json").read_text())
-    return [CellSummary.from_json(c) for c in data["cells"]]
+    return [cell_from_json(c) for c in data["cells"]]
 
 
 def render(table: Table, width: int, tty: bool) -> str:
@@ -138,8 +138,10 @@ def test_csv_and_json_carry_numbers(
 
 def test_table_shape_is_the_same_for_any_grid() -> None:
     """The machine columns do not depend on whether the grid has perturbations."""
-    plain = CellSummary("m", "d", 0.0, "none", "rules", "c", n=3, rate=0.5, ci_low=0.1, ci_high=0.9)
-    perturbed = CellSummary("m", "d", 0.0, "truncate:0.5", "rules", "c", n=3, rate=0.5)
+    plain = GenerateCell(
+        "m", "d", 0.0, "none", "rules", "c", n=3, rate=0.5, ci_low=0.1, ci_high=0.9
+    )
+    perturbed = GenerateCell("m", "d", 0.0, "truncate:0.5", "rules", "c", n=3, rate=0.5)
     one, two = results.results_table([plain]), results.results_table([plain, perturbed])
     assert one.raw_columns == two.raw_columns
     assert "perturbation" not in one.columns and "perturbation" in two.columns

@@ -96,13 +96,13 @@ def test_table_and_cli(runs: tuple[Path, Path], capsys: pytest.CaptureFixture[st
 
 def test_likelihood_cells_compare_their_measures() -> None:
     """A likelihood cell has no judged rate; compare shows its v2 measures side by side."""
-    from userturn.analysis.cell import CellSummary
+    from userturn.analysis.cell import LikelihoodCell
     from userturn.analysis.compare import Side, _row, compare_table
 
-    def cell(pmi: float, role: float) -> CellSummary:
-        return CellSummary(
+    def cell(pmi: float, role: float) -> LikelihoodCell:
+        return LikelihoodCell(
             model="m", dataset="healthbench", temperature=None, perturbation="none",
-            judge=None, config="c", probe="likelihood", n=8, pmi_share=pmi, role_share=role,
+            judge=None, config="c", n=8, pmi_share=pmi, role_share=role,
         )  # fmt: skip
 
     key = ("healthbench", None, "none", None, "likelihood", None)

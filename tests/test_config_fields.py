@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from userturn.analysis.cell import CellSummary
+from userturn.analysis.cell import cell_from_json
 from userturn.cli import main
 from userturn.config import FIELD_ROLES, FINGERPRINT, SELECTION, RunConfig, build_config
 from userturn.rundir.store import Store
@@ -155,9 +155,5 @@ def test_best_of_into_the_same_directory_is_refused_or_kept_apart(
     with Store(out / "store.sqlite") as store:
         assert len(store.configs()) == 2
     data = json.loads((out / "summary.json").read_text())
-    cells = [
-        CellSummary.from_json(c)
-        for c in data["cells"]
-        if c["probe"] == "rollout" and c["turn"] == 1
-    ]
+    cells = [cell_from_json(c) for c in data["cells"] if c["probe"] == "rollout" and c["turn"] == 1]
     assert sorted(c.n for c in cells if c.judge == "rules") == [6, 6]  # never 12

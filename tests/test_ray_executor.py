@@ -4,7 +4,9 @@ Run: ``.venv/bin/python -m pytest tests/test_ray_executor.py -q`` (about a minut
 idle 2-core machine: one Ray cluster for the module, 2 gsm8k items, tiny token budgets).
 Checks: same records as the local executor at T=0 and at T>0 with fixed seeds; resume
 across executors (a partial local run finished by Ray generates only what is missing);
-deterministic sharding; a UserError on an actor comes back as a UserError.
+the likelihood probe and rollouts (best-of, steered by a judge loaded on each actor)
+give the local run's records and cells; deterministic sharding; a UserError on an actor
+comes back as a UserError.
 """
 
 from __future__ import annotations
@@ -104,3 +106,76 @@ def test_user_error_on_an_actor_is_a_user_error(cluster: None, tmp_path: Path) -
     )
     with pytest.raises(UserError, match="GGUF file not found"):
         run(cfg, tmp_path / "bad")
+
+
+def outputs(out: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """records.jsonl and summary.json, whole, but for the prompt tokens llama.cpp reused
+    from its cache (an actor's cache has seen other items than the local backend's)."""
+    lines = (out / "records.jsonl").read_text().splitlines()
+    rows = [
+        {k: v for k, v in json.loads(line).items() if not k.endswith("prompt_tokens_reused")}
+        for line in lines
+    ]
+    summary = json.loads((out / "summary.json").read_text())
+    return rows, summary
+
+
+def counts(stats: Any) -> tuple[int, ...]:
+    return (stats.generated, stats.reused, stats.model_calls, stats.judged, stats.judge_calls)
+
+
+def _conversations(path: Path) -> Path:
+    """Three short held-out conversations with real next turns (healthbench's are long:
+    a CPU shared by Ray actors scores them in minutes, these in seconds)."""
+    rows = [
+        ("a", "Name a prime number.", "7 is prime.", "Is 9 prime too?"),
+        ("b", "Say hello in French.", "Bonjour.", "And in Spanish?"),
+        ("c", "What colour is the sky?", "Blue, by day.", "Why is it blue?"),
+    ]
+    lines = [
+        json.dumps(
+            {
+                "id": i,
+                "messages": [{"role": "user", "content": q}, {"role": "assistant", "content": a}],
+                "reference_turn": ref,
+            }
+        )
+        for i, q, a, ref in rows
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_likelihood_on_ray_equals_the_local_run(cluster: None, tmp_path: Path) -> None:
+    data = _conversations(tmp_path / "talk.jsonl")
+    cfg = {**BASE, "datasets": [f"jsonl:{data}"], "probe": "likelihood", "limit": 3}
+    local = run(build_config(cfg), tmp_path / "local")
+    on_ray = run(build_config({**cfg, "executor": "ray", "workers": 2}), tmp_path / "ray")
+    rows, summary = outputs(local.out)
+    assert rows and all(r["probe"] == "likelihood" for r in rows)
+    assert outputs(on_ray.out) == (rows, summary)
+    assert on_ray.stats.extra["likelihood_scored"] == local.stats.extra["likelihood_scored"]
+
+
+def test_rollout_on_ray_equals_the_local_run_and_resumes(cluster: None, tmp_path: Path) -> None:
+    """Best-of-2 over 2 turns: the steering judge runs on each actor, its verdicts and
+    every turn are stored by the driver, and the scoring judge runs after."""
+    cfg = {
+        **BASE,
+        "probe": "rollout",
+        "temperatures": [1.0],
+        "samples": 1,
+        "turns": 2,
+        "best_of": 2,
+        "judges": ["offline", "rules"],
+    }
+    local = run(build_config(cfg), tmp_path / "local")
+    on_ray = run(build_config({**cfg, "executor": "ray", "workers": 2}), tmp_path / "ray")
+    rows, summary = outputs(local.out)
+    assert len(rows) == 2 * 2 and {r["turn"] for r in rows} == {1, 2}
+    assert all(len(r["judgments"]) == 2 for r in rows)
+    assert outputs(on_ray.out) == (rows, summary)
+    assert counts(on_ray.stats) == counts(local.stats)
+    again = run(build_config({**cfg, "executor": "ray", "workers": 2}), tmp_path / "ray")
+    assert (again.stats.generated, again.stats.model_calls, again.stats.reused) == (0, 0, 4)
+    assert outputs(on_ray.out) == (rows, summary)

@@ -138,8 +138,9 @@ class RunConfig(BaseModel):
         opts: dict[str, Any] = {
             name: getattr(self, name) for name in FINGERPRINT if name not in ROLLOUT_ONLY
         }
-        if self.probe == "rollout":
-            opts.update({name: getattr(self, name) for name in ROLLOUT_ONLY})
+        own = PROBE_ONLY.get(self.probe, ())
+        opts.update({name: getattr(self, name) for name in own})
+        if "select_judge" in own:  # as resolved: the first judge steers when none is named
             opts["select_judge"] = self.steering_judge()
         opts["chat_template"] = _file_sha(self.chat_template)
         opts["frozen_date"] = frozen_date
@@ -206,6 +207,8 @@ FINGERPRINT = tuple(k for k, v in FIELD_ROLES.items() if v == "experiment")
 SELECTION = tuple(k for k, v in FIELD_ROLES.items() if v == "selection")
 ROLLOUT_ONLY = ("stop_on", "best_of", "select_judge")
 """Experiment fields that only a rollout reads (in its fingerprint, not a one-turn run's)."""
+PROBE_ONLY: dict[str, tuple[str, ...]] = {"rollout": ROLLOUT_ONLY}
+"""The experiment fields each probe reads beyond the shared ones, by probe."""
 
 
 def _file_sha(path: str | None) -> str | None:

@@ -40,6 +40,9 @@ AnswerFinish = Literal["stop", "length", "length_in_reasoning", "error", "given"
 """Why an answer ended; ``length_in_reasoning``: cut by the token limit inside an open
 reasoning block, so there is no final answer (scored incorrect, counted per cell)."""
 Probe = Literal["generate", "likelihood", "rollout"]
+CONVERSATION_PROBES: frozenset[Probe] = frozenset({"rollout"})
+"""Probes whose user turns are the turns of one conversation (``turn`` 1..N, each turn
+its own cell); the other probes' records each stand alone."""
 
 
 class _DetailCore(TypedDict):

@@ -23,7 +23,7 @@ from userturn.backends.fake import REQUESTS
 from userturn.cli import main
 from userturn.config import build_config
 from userturn.errors import UserError
-from userturn.run.rollout import run_rollouts
+from userturn.run.driver import run
 from userturn.rundir.store import Store
 
 QUESTION_TURN = "Why is it 42? Could you show the steps?"
@@ -45,7 +45,7 @@ def _cfg(**over: object) -> object:
 
 def test_each_step_extends_the_conversation_under_the_user_role(tmp_path: Path) -> None:
     REQUESTS.pop("r", None)
-    res = run_rollouts(_cfg(), tmp_path / "r")  # type: ignore[arg-type]
+    res = run(_cfg(), tmp_path / "r")  # type: ignore[arg-type]
     with Store(tmp_path / "r" / "store.sqlite") as store:
         turns = list(store.user_turns(probe="rollout"))
     assert len(turns) == 2 * 2 * 3 and {t.turn for t in turns} == {1, 2, 3}
@@ -77,7 +77,7 @@ def test_each_step_extends_the_conversation_under_the_user_role(tmp_path: Path) 
 def test_stop_on_degenerate_ends_a_conversation(tmp_path: Path) -> None:
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"user": ["<|im_start|>assistant"]}))  # a template leak
-    run_rollouts(
+    run(
         _cfg(models=[f"fake:stop?script={script}"], stop_on="degenerate"),  # type: ignore[arg-type]
         tmp_path / "r",
     )
@@ -96,7 +96,7 @@ def test_best_of_keeps_the_most_genuine_candidate_and_records_all(tmp_path: Path
         samples=1,
         judges=["offline", "rules"],
     )
-    res = run_rollouts(cfg, tmp_path / "r")  # type: ignore[arg-type]
+    res = run(cfg, tmp_path / "r")  # type: ignore[arg-type]
     with Store(tmp_path / "r" / "store.sqlite") as store:
         turns = list(store.user_turns(probe="rollout"))
         verdicts = store.judgments()
@@ -132,13 +132,13 @@ def test_a_single_judge_best_of_is_refused_unless_another_judge_selects(
     script.write_text(json.dumps({"user": ["ok", QUESTION_TURN]}))
     model = f"fake:sel?script={script}"
     with pytest.raises(UserError) as err:
-        run_rollouts(_cfg(models=[model], best_of=2, turns=1), tmp_path / "a")  # type: ignore[arg-type]
+        run(_cfg(models=[model], best_of=2, turns=1), tmp_path / "a")  # type: ignore[arg-type]
     assert err.value.field == "best_of" and "--select-judge" in str(err.value)
     with pytest.raises(UserError):
         cfg = _cfg(models=[model], best_of=2, turns=1, select_judge="offline")
-        run_rollouts(cfg, tmp_path / "a")  # type: ignore[arg-type]
+        run(cfg, tmp_path / "a")  # type: ignore[arg-type]
     cfg = _cfg(models=[model], best_of=2, turns=1, judges=["rules"], select_judge="offline")
-    res = run_rollouts(cfg, tmp_path / "b")  # type: ignore[arg-type]
+    res = run(cfg, tmp_path / "b")  # type: ignore[arg-type]
     _assert_selected_cells_are_not_corrected(res.cells, "offline")
     assert {c.judge for c in res.cells} == {"offline", "rules"}
 
@@ -152,7 +152,7 @@ def test_an_unparseable_verdict_leaves_survival_instead_of_ending_it(tmp_path: P
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"user": [QUESTION_TURN]}))
     out = tmp_path / "r"
-    run_rollouts(_cfg(models=[f"fake:unp?script={script}"], turns=2), out)  # type: ignore[arg-type]
+    run(_cfg(models=[f"fake:unp?script={script}"], turns=2), out)  # type: ignore[arg-type]
     with Store(out / "store.sqlite") as store:
         turns = sorted(store.user_turns(probe="rollout"), key=lambda t: (t.turn, t.item_id))
         version = store.judgments()[turns[0].key][0].version
@@ -183,7 +183,7 @@ def test_a_grid_the_rollout_cannot_play_is_refused(
 ) -> None:
     """Taking the first temperature or perturbation silently would mislabel the cells."""
     with pytest.raises(UserError) as err:
-        run_rollouts(_cfg(**over), tmp_path / "r")  # type: ignore[arg-type]
+        run(_cfg(**over), tmp_path / "r")  # type: ignore[arg-type]
     assert err.value.field == field and not (tmp_path / "r").exists()
 
 
@@ -222,7 +222,7 @@ def test_rollout_on_the_embedded_model_resumes_after_sigkill(tmp_path: Path) -> 
     proc.wait()
     stored = _count(out)
     assert 0 < stored < 2 * 3, "the kill should land mid-run"
-    res = run_rollouts(_embedded_cfg(), out)  # type: ignore[arg-type]
+    res = run(_embedded_cfg(), out)  # type: ignore[arg-type]
     assert res.stats.reused == stored  # nothing lost
     with Store(out / "store.sqlite") as store:
         keys = [t.key for t in store.user_turns()]
@@ -250,8 +250,8 @@ import sys
 from pathlib import Path
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 from test_rollout import _embedded_cfg
-from userturn.run.rollout import run_rollouts
-run_rollouts(_embedded_cfg(), Path(sys.argv[1]))
+from userturn.run.driver import run
+run(_embedded_cfg(), Path(sys.argv[1]))
 """
 
 

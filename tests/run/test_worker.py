@@ -16,11 +16,14 @@ import pytest
 from userturn.backends import load_backend
 from userturn.backends.fake import REQUESTS
 from userturn.config import build_config
-from userturn.datasets import load_dataset
+from userturn.datasets import Dataset, load_dataset
 from userturn.errors import UserError
-from userturn.run.events import AnswerEvent, UserEvent
+from userturn.run.events import AnswerEvent, Event, UserEvent
+from userturn.run.probes.base import Known
+from userturn.run.probes.generate import UserTurnStage
 from userturn.run.worker import ItemWorker
 from userturn.rundir.keys import derive_seed
+from userturn.rundir.records import AnswerRecord
 from userturn.types import Item
 
 DATE = dt.date(2026, 1, 2)
@@ -39,9 +42,20 @@ def _worker(name: str, **cfg: object) -> ItemWorker:
     return ItemWorker(backend, build_config({"models": [f"fake:{name}"], **cfg}), DATE, "cfg1")
 
 
-def _events(worker: ItemWorker, items: list[Item]) -> list[AnswerEvent | UserEvent]:
-    ds = load_dataset("jsonl:unused.jsonl")
-    return list(worker.process(items, ds, {}, set()))
+def _process(
+    worker: ItemWorker,
+    items: list[Item],
+    ds: Dataset,
+    answers: dict[str, AnswerRecord] | None = None,
+    done: set[str] | None = None,
+) -> list[Event]:
+    """The generation probe's stage over one chunk, as an executor runs it."""
+    known = Known(answers or {}, done or set())
+    return list(UserTurnStage(worker).process(items, ds, known, items))
+
+
+def _events(worker: ItemWorker, items: list[Item]) -> list[Event]:
+    return _process(worker, items, load_dataset("jsonl:unused.jsonl"))
 
 
 def test_user_turns_are_asked_for_in_the_user_role_with_one_seed_per_sample() -> None:
@@ -74,18 +88,15 @@ def test_known_answers_and_done_turns_make_no_request() -> None:
     known = {e.record.key: e.record for e in first if isinstance(e, AnswerEvent)}
     done = {e.record.key for e in first if isinstance(e, UserEvent)}
     REQUESTS["resume"].clear()
-    again = list(worker.process(_items(2), load_dataset("jsonl:u.jsonl"), known, done))
+    again = _process(worker, _items(2), load_dataset("jsonl:u.jsonl"), known, done)
     assert REQUESTS["resume"] == []
     assert not any(e.generated for e in again) and len(again) == len(first)
 
 
 def test_keys_change_with_the_config_and_the_dataset() -> None:
     a = _events(_worker("keys"), _items(1))
-    b = list(
-        ItemWorker(load_backend("fake:keys"), build_config({}), DATE, "cfg2").process(
-            _items(1), load_dataset("jsonl:u.jsonl"), {}, set()
-        )
-    )
+    other = ItemWorker(load_backend("fake:keys"), build_config({}), DATE, "cfg2")
+    b = _process(other, _items(1), load_dataset("jsonl:u.jsonl"))
     other_ds = [Item("q0", "gsm8k", _items(1)[0].messages)]
     c = _events(_worker("keys"), other_ds)
     keys = [{e.record.key for e in evs} for evs in (a, b, c)]
@@ -109,7 +120,7 @@ def test_an_answer_cut_inside_reasoning_has_no_final_answer(tmp_path: Path) -> N
     )
     ds = load_dataset("gsm8k")
     item = ds.load_first(1)[0]
-    (answer, *_) = list(worker.process([item], ds, {}, set()))
+    (answer, *_) = _process(worker, [item], ds)
     assert isinstance(answer, AnswerEvent)
     rec = answer.record
     assert rec.finish == "length_in_reasoning" and rec.final == "" and rec.correct is False

@@ -13,7 +13,7 @@ from train_helpers import assert_finite_losses, train_json
 
 from userturn.cli import main
 from userturn.config import build_config
-from userturn.run.rollout import run_rollouts
+from userturn.run.driver import run
 
 
 def test_rollout_export_trains_sft(tmp_path: Path) -> None:
@@ -30,7 +30,7 @@ def test_rollout_export_trains_sft(tmp_path: Path) -> None:
             "probe": "rollout",
         }
     )
-    run_rollouts(cfg, tmp_path / "run")
+    run(cfg, tmp_path / "run")
     out = tmp_path / "convs.jsonl"
     assert main(["export", "conversations", "--run", str(tmp_path / "run"), "--out", str(out)]) == 0
     lines = [json.loads(x) for x in out.read_text().splitlines()]

@@ -30,7 +30,7 @@ import numpy as np
 from userturn.datasets.base import read_jsonl
 from userturn.errors import UserError
 from userturn.stats import kappa, wilson
-from userturn.types import LABELS
+from userturn.types import CONVERSATION_PROBES, LABELS
 
 if TYPE_CHECKING:
     from userturn.rundir.records import UserTurnRecord
@@ -320,6 +320,6 @@ def cell_name(turn: UserTurnRecord) -> str:
     parts = [turn.model, turn.dataset, f"T={turn.temperature}", turn.perturbation]
     if turn.config:
         parts.append(f"config={turn.config}")
-    if turn.probe != "generate":  # rollout turn t is its own cell, as in summary.json
+    if turn.probe in CONVERSATION_PROBES:  # turn t is its own cell, as in summary.json
         parts.append(f"{turn.probe}={turn.turn}")
     return "|".join(parts)

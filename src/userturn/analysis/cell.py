@@ -1,44 +1,78 @@
-"""The summary.json cell: what analysis builds from a run's records and every reader of a
-summary (tables, plots, comparisons, the report) works from."""
+"""The summary.json cells, one typed cell per probe: what analysis builds from a run's
+records and every reader of a summary (tables, plots, comparisons, the report) works from.
+
+A generation cell and a rollout cell share the judged rate (:class:`JudgedCell`); a
+rollout cell adds survival; a likelihood cell has no judge and holds the likelihood
+measures instead. Readers tell them apart by type. summary.json keeps one flat shape for
+every cell (:data:`FIELDS`, in that order): a field a probe's cell does not have is
+written as its empty value, so a summary reads the same whichever probe made it.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
 
 from userturn.types import Probe
 
 
 @dataclass(frozen=True)
-class CellSummary:
-    """One summary.json cell: the rate of genuine follow-ups in one slice of the run.
+class CellBase:
+    """What every cell has: its key and its size.
 
     The cell key is (model, dataset, temperature, perturbation, judge, config, probe,
-    turn): a cell never pools two configs, two probes or two rollout turns. Fields that
-    do not apply to a cell are None (never missing from summary.json).
+    turn): a cell never pools two configs, two probes or two rollout turns.
     """
 
+    probe: ClassVar[Probe]
     model: str
     dataset: str
     temperature: float | None
     perturbation: str
     judge: str | None
     config: str
-    probe: Probe = "generate"
     turn: int | None = None
     """The rollout turn (1..N); None for the one-turn probe."""
     family: str = ""
     n_total: int = 0
-    """User turns in the cell."""
+    """User turns (a likelihood cell: contexts scored) in the cell."""
     n: int = 0
-    """Judgments with status ok: the rate's denominator."""
+    """The rate's denominator: judgments with status ok (a likelihood cell: contexts)."""
+    n_items: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The summary.json object: every field of :data:`FIELDS`, in its order."""
+        mine = {f.name for f in fields(self)}
+        out: dict[str, Any] = {}
+        for name, empty in FIELDS.items():
+            if name == "probe":
+                out[name] = self.probe
+            elif name in mine:
+                value = getattr(self, name)
+                out[name] = dict(value) if isinstance(value, dict) else value
+            else:
+                out[name] = dict(empty) if isinstance(empty, dict) else empty
+        for name in K_KEYED:
+            if out[name] is not None:
+                out[name] = {str(k): v for k, v in out[name].items()}
+        if out["item_rate_histogram"] is not None:
+            out["item_rate_histogram"] = list(out["item_rate_histogram"])
+        return out
+
+
+@dataclass(frozen=True)
+class JudgedCell(CellBase):
+    """A cell of judged user turns: the rate of genuine follow-ups, its correction by the
+    judge's card, and the item spread."""
+
+    turns: ClassVar[bool]
+
     genuine: int = 0
     rate: float | None = None
     ci_low: float | None = None
     ci_high: float | None = None
     ci_method: str = ""
     samples: int = 0
-    n_items: int = 0
     unparseable: int = 0
     errors: int = 0
     accuracy: float | None = None
@@ -90,6 +124,41 @@ class CellSummary:
     n_not_applied: int = 0
     """Turns whose perturbation could not apply (they saw the original answer); kept out
     of ``n_total`` and the rate."""
+
+    @property
+    def failed(self) -> int:
+        """Judgments that did not come back ok (unparseable or errored)."""
+        return self.unparseable + self.errors
+
+
+@dataclass(frozen=True)
+class GenerateCell(JudgedCell):
+    """The generation probe's cell (one user turn per sample)."""
+
+    probe: ClassVar[Probe] = "generate"
+    turns: ClassVar[bool] = False
+
+
+@dataclass(frozen=True)
+class RolloutCell(JudgedCell):
+    """One turn of a rollout: the judged rate at turn t, and survival up to it."""
+
+    probe: ClassVar[Probe] = "rollout"
+    turns: ClassVar[bool] = True
+    """A rollout cell is keyed by its turn too."""
+    survival: float | None = None
+    survival_ci_low: float | None = None
+    survival_ci_high: float | None = None
+    survival_null: float | None = None
+    """Survival a judge with these error rates reports when no turn is genuine:
+    (1 - specificity)^turn."""
+
+
+@dataclass(frozen=True)
+class LikelihoodCell(CellBase):
+    """The likelihood probe's cell: scores of the real next user turn, no judge."""
+
+    probe: ClassVar[Probe] = "likelihood"
     preference_accuracy: float | None = None
     preference_ci_low: float | None = None
     preference_ci_high: float | None = None
@@ -130,36 +199,117 @@ class CellSummary:
     """AUC of the role contrast, real next turn against the answer's opening."""
     role_auc_ci_low: float | None = None
     role_auc_ci_high: float | None = None
-    survival: float | None = None
-    survival_ci_low: float | None = None
-    survival_ci_high: float | None = None
-    survival_null: float | None = None
-    """Survival a judge with these error rates reports when no turn is genuine:
-    (1 - specificity)^turn."""
 
-    @property
-    def failed(self) -> int:
-        """Judgments that did not come back ok (unparseable or errored)."""
-        return self.unparseable + self.errors
 
-    def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        for name in K_KEYED:
-            if out[name] is not None:
-                out[name] = {str(k): v for k, v in out[name].items()}
-        return out
+CellSummary = GenerateCell | RolloutCell | LikelihoodCell
+"""Any summary.json cell."""
+JUDGED_BY_PROBE: dict[str, type[GenerateCell | RolloutCell]] = {
+    c.probe: c for c in (GenerateCell, RolloutCell)
+}
+"""The judged cell a probe's user turns make, by the probe their records name."""
+BY_PROBE: dict[str, type[CellSummary]] = {
+    c.probe: c for c in (GenerateCell, RolloutCell, LikelihoodCell)
+}
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> CellSummary:
-        """A cell read back from summary.json (``compare`` on a run without its store)."""
-        names = {f.name for f in fields(cls)}
-        kept = {k: v for k, v in data.items() if k in names}
-        kept.setdefault("config", "")
-        for name in K_KEYED:
-            if kept.get(name) is not None:
-                kept[name] = {int(k): v for k, v in kept[name].items()}
-        return cls(**kept)
-
+FIELDS: dict[str, Any] = {
+    "model": None,
+    "dataset": None,
+    "temperature": None,
+    "perturbation": None,
+    "judge": None,
+    "config": None,
+    "probe": "generate",
+    "turn": None,
+    "family": "",
+    "n_total": 0,
+    "n": 0,
+    "genuine": 0,
+    "rate": None,
+    "ci_low": None,
+    "ci_high": None,
+    "ci_method": "",
+    "samples": 0,
+    "n_items": 0,
+    "unparseable": 0,
+    "errors": 0,
+    "accuracy": None,
+    "n_answers": 0,
+    "answers_truncated": 0,
+    "answers_incomplete_reasoning": 0,
+    "labels": {},
+    "rate_corrected": None,
+    "ci_corrected_low": None,
+    "ci_corrected_high": None,
+    "correction_note": None,
+    "judge_card": None,
+    "correction_strata": None,
+    "correction_sensitivity": None,
+    "correction_specificity": None,
+    "selected_by": None,
+    "gf_at_k": None,
+    "gf_at_k_corrected": None,
+    "gf_at_k_corrected_ci": None,
+    "gf_at_k_null": None,
+    "items_never": None,
+    "items_sometimes": None,
+    "items_always": None,
+    "item_rate_histogram": None,
+    "items_never_null": None,
+    "items_sometimes_null": None,
+    "items_always_null": None,
+    "challenge_rate": None,
+    "challenge_n": 0,
+    "n_not_applied": 0,
+    "preference_accuracy": None,
+    "preference_ci_low": None,
+    "preference_ci_high": None,
+    "margin": None,
+    "margin_ci_low": None,
+    "margin_ci_high": None,
+    "likelihood_version": None,
+    "likelihood_excluded": 0,
+    "pmi_share": None,
+    "pmi_share_ci_low": None,
+    "pmi_share_ci_high": None,
+    "pmi_mean": None,
+    "pmi_mean_ci_low": None,
+    "pmi_mean_ci_high": None,
+    "pmi_control_share": None,
+    "pmi_control_mean": None,
+    "pmi_excess_share": None,
+    "pmi_excess_share_ci_low": None,
+    "pmi_excess_share_ci_high": None,
+    "pmi_excess_mean": None,
+    "pmi_excess_mean_ci_low": None,
+    "pmi_excess_mean_ci_high": None,
+    "role_share": None,
+    "role_share_ci_low": None,
+    "role_share_ci_high": None,
+    "role_mean": None,
+    "role_mean_ci_low": None,
+    "role_mean_ci_high": None,
+    "role_auc": None,
+    "role_auc_ci_low": None,
+    "role_auc_ci_high": None,
+    "survival": None,
+    "survival_ci_low": None,
+    "survival_ci_high": None,
+    "survival_null": None,
+}
+"""Every summary.json field, in its order, with the value a cell without it writes."""
 
 K_KEYED = ("gf_at_k", "gf_at_k_corrected", "gf_at_k_corrected_ci", "gf_at_k_null")
-"""CellSummary fields keyed by k (strings in JSON)."""
+"""Cell fields keyed by k (strings in JSON)."""
+
+
+def cell_from_json(data: dict[str, Any]) -> CellSummary:
+    """A cell read back from summary.json (``compare`` on a run without its store); the
+    probe field says which cell it is."""
+    cls = BY_PROBE[str(data.get("probe") or "generate")]
+    names = {f.name for f in fields(cls)}
+    kept = {k: v for k, v in data.items() if k in names}
+    kept.setdefault("config", "")
+    for name in K_KEYED:
+        if kept.get(name) is not None:
+            kept[name] = {int(k): v for k, v in kept[name].items()}
+    return cls(**kept)

@@ -18,7 +18,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from userturn.analysis.cards import judge_cards
-from userturn.analysis.cell import CellSummary
+from userturn.analysis.cell import (
+    JUDGED_BY_PROBE,
+    CellSummary,
+    GenerateCell,
+    LikelihoodCell,
+    RolloutCell,
+)
 from userturn.analysis.correction import Corrected, cell_error_draws, stratified_rate
 from userturn.analysis.intervals import CI, ItemCounts, mean_interval, rate_interval, wilson
 from userturn.analysis.probe_stats import (
@@ -142,11 +148,12 @@ class Cell:
 
     def summary(
         self, card: dict[str, Any] | None = None, selected_by: str | None = None
-    ) -> CellSummary:
-        """The cell as summary.json holds it; ``card`` is the judge's card, if it has one
-        (then the rate is corrected with the card's strata for this cell, and GF@k and
-        the item spread gain their corrected values and null floors). ``selected_by``:
-        the judge that chose a best-of rollout's turns; such a cell is never corrected."""
+    ) -> GenerateCell | RolloutCell:
+        """The cell as summary.json holds it (a rollout cell for rollout turns); ``card``
+        is the judge's card, if it has one (then the rate is corrected with the card's
+        strata for this cell, and GF@k and the item spread gain their corrected values
+        and null floors). ``selected_by``: the judge that chose a best-of rollout's
+        turns; such a cell is never corrected."""
         (lo, hi), method = self.ci()
         counts = self.item_counts()
         spread = item_spread(counts)
@@ -156,15 +163,15 @@ class Cell:
         )
         spec = None if fixed is None else fixed.spec
         nulls = null_spread(counts, spec) if spec is not None and not selected_by else None
-        return CellSummary(
+        kind = JUDGED_BY_PROBE[self.probe]
+        return kind(
             model=self.model,
             dataset=self.dataset,
             temperature=self.temperature,
             perturbation=self.perturbation,
             judge=self.judge,
             config=self.config,
-            probe="rollout" if self.probe == "rollout" else "generate",
-            turn=self.turn if self.probe == "rollout" else None,
+            turn=self.turn if kind.turns else None,
             family=self.family,
             n_total=self.n_total,
             n=self.n,
@@ -258,7 +265,7 @@ def _judgment_index(store: Store) -> dict[str, dict[str, JudgmentFact]]:
     return out
 
 
-def collect_cells(store: Store, probe: str | None = None) -> list[Cell]:
+def collect_cells(store: Store) -> list[Cell]:
     """Every cell in the store, in report order, with per-item counts for resampling.
 
     A user turn that a judge has not (yet) judged counts in that judge's ``n_total`` but
@@ -268,8 +275,6 @@ def collect_cells(store: Store, probe: str | None = None) -> list[Cell]:
     judges: list[str | None] = list(store.judges()) or [None]
     cells: dict[CellKey, Cell] = {}
     for fact in store.turn_facts():
-        if probe is not None and fact.probe != probe:
-            continue
         answer = Answer(
             fact.item_id,
             fact.correct,
@@ -303,7 +308,7 @@ def summary_cells(store: Store, cells: list[Cell] | None = None) -> list[CellSum
     counted = collect_cells(store) if cells is None else cells
     chosen = selectors(store)
     summaries = [c.summary(cards.get(c.judge or ""), chosen.get(c.config)) for c in counted]
-    return with_survival(summaries, store) + likelihood_cells(store)
+    return [*with_survival(summaries, store), *likelihood_cells(store)]
 
 
 def selectors(store: Store) -> dict[str, str]:
@@ -321,7 +326,9 @@ SurvivalKey = tuple[str, str, str, str, float | None, str | None, int]
 """(model, dataset, config, perturbation, T, judge, turn)."""
 
 
-def with_survival(cells: list[CellSummary], store: Store) -> list[CellSummary]:
+def with_survival(
+    cells: list[GenerateCell | RolloutCell], store: Store
+) -> list[GenerateCell | RolloutCell]:
     """Rollout cells gain ``survival``: the share of conversations whose user turns 1..t
     were all genuine (by the cell's judge), with an interval clustered by item, and its
     null floor (1 - specificity)^t: what the judge reports if no turn is genuine."""
@@ -330,7 +337,7 @@ def with_survival(cells: list[CellSummary], store: Store) -> list[CellSummary]:
     for c in cells:
         key = (c.model, c.dataset, c.config, c.perturbation, c.temperature, c.judge, c.turn or 0)
         counts = [x for x in survival.get(key, []) if x[1] > 0]
-        if c.probe != "rollout" or not counts:
+        if not isinstance(c, RolloutCell) or not counts:
             out.append(c)
             continue
         (lo, hi), _ = rate_interval(counts)
@@ -407,7 +414,7 @@ def top_labels(labels: dict[str, int], k: int = 2, exclude: Iterable[str] = ()) 
     return ", ".join(f"{lab} {n / total:.0%}" for lab, n in items[:k]) if total else ""
 
 
-def likelihood_cells(store: Store) -> list[CellSummary]:
+def likelihood_cells(store: Store) -> list[LikelihoodCell]:
     """One cell per (model, dataset, perturbation, config) of the likelihood probe: the
     version 2 measures (answer PMI and role contrast, ``likelihood_measures``) and, as a
     secondary field, the ranking (share of contexts whose real turn beats every degenerate
@@ -426,14 +433,13 @@ def likelihood_cells(store: Store) -> list[CellSummary]:
         p_lo, p_hi = wilson(wins, len(recs))
         m_lo, m_hi = mean_interval(margins)
         out.append(
-            CellSummary(
+            LikelihoodCell(
                 model=model,
                 dataset=dataset,
                 temperature=None,
                 perturbation=pert,
                 judge=None,
                 config=config,
-                probe="likelihood",
                 family=recs[0].family,
                 n_total=len(recs),
                 n=len(recs),

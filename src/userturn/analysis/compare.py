@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from userturn.analysis.cards import judge_cards
-from userturn.analysis.cell import CellSummary
+from userturn.analysis.cell import CellSummary, JudgedCell, LikelihoodCell, cell_from_json
 from userturn.analysis.cells import Cell, collect_cells, likelihood_cells
 from userturn.analysis.intervals import (
     independent_diff_interval,
@@ -77,16 +77,21 @@ def _load_sides(run: Path, model: str | None) -> dict[MatchKey, Side]:
             sides = [Side.from_cell(c, cards.get(c.judge or "")) for c in collect_cells(store)]
             sides += [Side(c) for c in likelihood_cells(store)]
     elif summary.is_file():
-        sides = [Side(c, samples=max(c.samples, 1)) for c in _summary_cells(summary)]
+        sides = [Side(c, samples=_samples(c)) for c in _summary_cells(summary)]
     else:
         raise UserError("not a run directory (no store.sqlite or summary.json)", file=str(run))
     return _index(sides, run, model)
 
 
+def _samples(c: CellSummary) -> int:
+    """Samples per context: a likelihood cell scores each context once."""
+    return max(c.samples, 1) if isinstance(c, JudgedCell) else 1
+
+
 def _summary_cells(path: Path) -> list[CellSummary]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return [CellSummary.from_json(c) for c in data["cells"]]
+        return [cell_from_json(c) for c in data["cells"]]
     except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as exc:
         raise UserError(
             f"not a summary.json this userturn can read ({exc})", file=str(path)
@@ -114,10 +119,9 @@ def _index(sides: list[Side], run: Path, model: str | None) -> dict[MatchKey, Si
     return out
 
 
-def _rate_diff(a: Side, b: Side) -> tuple[float | None, float | None, str]:
-    ca, cb = a.summary, b.summary
-    if ca.probe == "likelihood":  # no judged rate: its measures are compared apart
-        return None, None, "likelihood measures"
+def _rate_diff(
+    a: Side, b: Side, ca: JudgedCell, cb: JudgedCell
+) -> tuple[float | None, float | None, str]:
     if a.per_item is not None and b.per_item is not None:
         if set(a.per_item) == set(b.per_item):
             items = sorted(a.per_item)
@@ -134,8 +138,9 @@ def _rate_diff(a: Side, b: Side) -> tuple[float | None, float | None, str]:
     return lo, hi, method
 
 
-def _acc_diff(a: Side, b: Side) -> tuple[float | None, float | None, float | None, str]:
-    ca, cb = a.summary, b.summary
+def _acc_diff(
+    a: Side, b: Side, ca: JudgedCell, cb: JudgedCell
+) -> tuple[float | None, float | None, float | None, str]:
     if ca.accuracy is None or cb.accuracy is None:
         return None, None, None, ""
     diff = cb.accuracy - ca.accuracy
@@ -199,8 +204,10 @@ LIKELIHOOD_MEASURES = ("pmi_share", "pmi_excess_share", "pmi_mean", "role_share"
 
 def _row(key: MatchKey, a: Side, b: Side) -> CompareRow:
     ca, cb = a.summary, b.summary
-    lo, hi, method = _rate_diff(a, b)
-    acc, alo, ahi, amethod = _acc_diff(a, b)
+    if not (isinstance(ca, JudgedCell) and isinstance(cb, JudgedCell)):
+        return _likelihood_row(key, ca, cb)
+    lo, hi, method = _rate_diff(a, b, ca, cb)
+    acc, alo, ahi, amethod = _acc_diff(a, b, ca, cb)
     rd = None if ca.rate is None or cb.rate is None else cb.rate - ca.rate
     return CompareRow(
         dataset=key[0],
@@ -230,9 +237,41 @@ def _row(key: MatchKey, a: Side, b: Side) -> CompareRow:
         accuracy_method=amethod,
         unparseable_a=ca.failed,
         unparseable_b=cb.failed,
-        likelihood={m: (getattr(ca, m), getattr(cb, m)) for m in LIKELIHOOD_MEASURES}
-        if ca.probe == "likelihood"
-        else {},
+    )
+
+
+def _likelihood_row(key: MatchKey, ca: CellSummary, cb: CellSummary) -> CompareRow:
+    """A likelihood cell has no judged rate: its measures are compared side by side."""
+    assert isinstance(ca, LikelihoodCell) and isinstance(cb, LikelihoodCell), "same probe"
+    return CompareRow(
+        dataset=key[0],
+        temperature=key[1],
+        perturbation=key[2],
+        judge=key[3],
+        model_a=ca.model,
+        model_b=cb.model,
+        config_a=ca.config,
+        config_b=cb.config,
+        n_a=ca.n,
+        n_b=cb.n,
+        rate_a=None,
+        rate_b=None,
+        rate_diff=None,
+        rate_ci_low=None,
+        rate_ci_high=None,
+        rate_method="likelihood measures",
+        rate_corrected_a=None,
+        rate_corrected_b=None,
+        judge_card=None,
+        accuracy_a=None,
+        accuracy_b=None,
+        accuracy_diff=None,
+        accuracy_ci_low=None,
+        accuracy_ci_high=None,
+        accuracy_method="",
+        unparseable_a=0,
+        unparseable_b=0,
+        likelihood={m: (getattr(ca, m), getattr(cb, m)) for m in LIKELIHOOD_MEASURES},
     )
 
 

@@ -28,7 +28,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from userturn.analysis.cell import CellSummary
+from userturn.analysis.cell import GenerateCell, LikelihoodCell, RolloutCell
 from userturn.analysis.tables import temp
 from userturn.analysis.views import Analysis, LabelShares
 from userturn.types import LABELS
@@ -51,18 +51,18 @@ LEGEND_ROW_IN = 0.24
 """Height (inches) one row of a legend below the axes takes, added to the figure."""
 
 
-def _cells(a: Analysis, judge: str | None, perturbation: str = "none") -> list[CellSummary]:
+def _cells(a: Analysis, judge: str | None, perturbation: str = "none") -> list[GenerateCell]:
     """The one-turn probe's cells of one judge and perturbation; with several configs in
     the run, each (model, config) is drawn as its own series."""
     several = len(a.configs) > 1
     return [
         replace(c, model=f"{c.model} [{c.config}]") if several else c
         for c in a.cells
-        if c.judge == judge and c.perturbation == perturbation and c.probe == "generate"
+        if isinstance(c, GenerateCell) and c.judge == judge and c.perturbation == perturbation
     ]
 
 
-def _models(rows: list[CellSummary]) -> list[str]:
+def _models(rows: list[GenerateCell]) -> list[str]:
     return list(dict.fromkeys(r.model for r in rows))
 
 
@@ -108,7 +108,7 @@ def _judge_note(judge: str | None) -> str:
     return f"judge {judge}" if judge else "no judge"
 
 
-def _temps(cells: list[CellSummary]) -> list[float]:
+def _temps(cells: list[GenerateCell]) -> list[float]:
     return sorted({c.temperature for c in cells if c.temperature is not None})
 
 
@@ -259,7 +259,7 @@ def perturbation_deltas(a: Analysis, judge: str | None) -> Figure:
     return fig
 
 
-def _k_cells(a: Analysis, judge: str | None) -> list[CellSummary]:
+def _k_cells(a: Analysis, judge: str | None) -> list[GenerateCell]:
     return [c for c in _cells(a, judge) if c.gf_at_k and c.samples > 1]
 
 
@@ -296,12 +296,12 @@ def gf_at_k(a: Analysis, judge: str | None) -> Figure:
     return fig
 
 
-def _gf_label(c: CellSummary) -> str:
+def _gf_label(c: GenerateCell) -> str:
     return f"{c.model} T={temp(c.temperature)}"
 
 
-def _spread_cells(a: Analysis, judge: str | None) -> dict[tuple[str, str], CellSummary]:
-    top: dict[tuple[str, str], CellSummary] = {}
+def _spread_cells(a: Analysis, judge: str | None) -> dict[tuple[str, str], GenerateCell]:
+    top: dict[tuple[str, str], GenerateCell] = {}
     for c in _cells(a, judge):
         if not (c.item_rate_histogram and c.samples > 1):
             continue
@@ -336,8 +336,8 @@ def item_spread(a: Analysis, judge: str | None) -> Figure:
     return fig
 
 
-def _rollout_cells(a: Analysis, judge: str | None) -> list[CellSummary]:
-    return [c for c in a.cells if c.probe == "rollout" and c.judge == judge and c.turn]
+def _rollout_cells(a: Analysis, judge: str | None) -> list[RolloutCell]:
+    return [c for c in a.cells if isinstance(c, RolloutCell) and c.judge == judge and c.turn]
 
 
 def has_rollout_turns(a: Analysis, judge: str | None) -> bool:
@@ -346,7 +346,7 @@ def has_rollout_turns(a: Analysis, judge: str | None) -> bool:
 
 def rollout_turns(a: Analysis, judge: str | None) -> Figure:
     """Rollouts: genuine rate and survival against the turn, per (model, dataset, T)."""
-    series: dict[str, list[CellSummary]] = {}
+    series: dict[str, list[RolloutCell]] = {}
     for c in _rollout_cells(a, judge):
         series.setdefault(f"{c.model} · {c.dataset} · T={temp(c.temperature)}", []).append(c)
     fig, ncol = _figure(9.0, 3.6, list(series))
@@ -371,8 +371,10 @@ def rollout_turns(a: Analysis, judge: str | None) -> Figure:
     return fig
 
 
-def _likelihood_cells(a: Analysis) -> list[CellSummary]:
-    return [c for c in a.cells if c.probe == "likelihood" and c.preference_accuracy is not None]
+def _likelihood_cells(a: Analysis) -> list[LikelihoodCell]:
+    return [
+        c for c in a.cells if isinstance(c, LikelihoodCell) and c.preference_accuracy is not None
+    ]
 
 
 def has_likelihood(a: Analysis, judge: str | None) -> bool:

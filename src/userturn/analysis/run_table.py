@@ -8,11 +8,18 @@ the screen drops a perturbation or judge column that would say the same on every
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from userturn.analysis.cell import CellSummary
+from userturn.analysis.cell import (
+    CellBase,
+    CellSummary,
+    GenerateCell,
+    JudgedCell,
+    LikelihoodCell,
+    RolloutCell,
+)
 from userturn.analysis.cells import top_labels
 from userturn.analysis.tables import (
     LIKELIHOOD_MEASURE_COLUMNS,
@@ -22,7 +29,8 @@ from userturn.analysis.tables import (
     strata_used,
 )
 
-Getter = Callable[[CellSummary], Any]
+Getter = Callable[[Any], Any]
+"""A column's value from a cell (each table's cells are of one kind)."""
 RATE = ("rate", "ci_low", "ci_high")
 HEADLINE = ("genuine rate [95% CI]", "genuine [95% CI]", "PMI > 0 [95% CI]")
 """The column of each probe's table that leaves a narrow grid last."""
@@ -34,12 +42,12 @@ class Col:
     """A shown column and the machine columns behind it."""
 
     header: str
-    show: Callable[[CellSummary], str]
+    show: Callable[[Any], str]
     data: tuple[tuple[str, Getter], ...]
     visible: bool = True
 
 
-def build(name: str, title: str, cols: list[Col], cells: list[CellSummary]) -> Table:
+def build(name: str, title: str, cols: list[Col], cells: Sequence[CellBase]) -> Table:
     shown = [c for c in cols if c.visible]
     return Table(
         name,
@@ -61,7 +69,7 @@ def _attr(name: str) -> Getter:
     return lambda c: getattr(c, name)
 
 
-def _text(name: str) -> Callable[[CellSummary], str]:
+def _text(name: str) -> Callable[[Any], str]:
     return lambda c: "-" if getattr(c, name) is None else str(getattr(c, name))
 
 
@@ -84,7 +92,7 @@ def _temperature() -> Col:
     )
 
 
-def _accuracy(c: CellSummary) -> str:
+def _accuracy(c: JudgedCell) -> str:
     """``4.0% (50)``; answers cut at the token limit are counted beside it."""
     if c.accuracy is None:
         return "-"
@@ -92,7 +100,7 @@ def _accuracy(c: CellSummary) -> str:
     return f"{c.accuracy:.1%} ({c.n_answers}{cut})"
 
 
-def _corrected(c: CellSummary) -> str:
+def _corrected(c: JudgedCell) -> str:
     """The judge-corrected rate, or "undefined" (the reason is in summary.json)."""
     if c.rate_corrected is None:
         return "undefined" if c.judge_card else "-"
@@ -100,18 +108,19 @@ def _corrected(c: CellSummary) -> str:
     return pct_ci(c.rate_corrected, c.ci_corrected_low, c.ci_corrected_high) + mark
 
 
-def _labels(c: CellSummary) -> str:
+def _labels(c: JudgedCell) -> str:
     return top_labels(c.labels, exclude=("plausible_followup",))
 
 
 def results_table(cells: list[CellSummary]) -> Table:
     """The results table: one row per cell; on screen, perturbation and judge columns
     only when the run has more than one of them."""
-    if cells and all(c.probe == "likelihood" for c in cells):
-        return likelihood_table(cells)
-    cells = [c for c in cells if c.probe != "likelihood"]
-    if any(c.probe == "rollout" for c in cells):
-        return rollout_table(cells)
+    scored = [c for c in cells if isinstance(c, LikelihoodCell)]
+    if scored and len(scored) == len(cells):
+        return likelihood_table(scored)
+    judged = [c for c in cells if isinstance(c, JudgedCell)]
+    if any(isinstance(c, RolloutCell) for c in judged):
+        return rollout_table(judged)
     cols = [
         _plain("model", "model"),
         _plain("dataset", "dataset"),
@@ -120,10 +129,13 @@ def results_table(cells: list[CellSummary]) -> Table:
             "perturbation",
             _text("perturbation"),
             (("perturbation", _attr("perturbation")),),
-            any(c.perturbation != "none" for c in cells),
+            any(c.perturbation != "none" for c in judged),
         ),
         Col(
-            "judge", _text("judge"), (("judge", _attr("judge")),), len({c.judge for c in cells}) > 1
+            "judge",
+            _text("judge"),
+            (("judge", _attr("judge")),),
+            len({c.judge for c in judged}) > 1,
         ),
         _plain("n", "n"),
         Col(
@@ -145,13 +157,13 @@ def results_table(cells: list[CellSummary]) -> Table:
                 ("corrected_ci_high", _attr("ci_corrected_high")),
                 ("judge_card", _attr("judge_card")),
             ),
-            bool(cards_used(cells)),
+            bool(cards_used(judged)),
         ),
         Col("unparseable", lambda c: str(c.failed), (("unparseable", _attr("failed")),)),
         Col("top failure labels", _labels, (("top_failure_labels", _labels),)),
     ]
     title = "genuine follow-up rate (user turns judged genuine)"
-    return build("results", title, cols, cells)
+    return build("results", title, cols, judged)
 
 
 LIKELIHOOD_V2 = {
@@ -176,7 +188,7 @@ def _v2_columns() -> list[Col]:
     return cols
 
 
-def likelihood_table(cells: list[CellSummary]) -> Table:
+def likelihood_table(cells: list[LikelihoodCell]) -> Table:
     """Answer PMI and role contrast first; the old ranking stays as a secondary column."""
     cols = [
         _plain("model", "model"),
@@ -211,7 +223,7 @@ def likelihood_table(cells: list[CellSummary]) -> Table:
     return build("results", title, cols, cells)
 
 
-def rollout_table(cells: list[CellSummary]) -> Table:
+def rollout_table(cells: Sequence[JudgedCell]) -> Table:
     cols = [
         _plain("model", "model"),
         _plain("dataset", "dataset"),
@@ -226,24 +238,25 @@ def rollout_table(cells: list[CellSummary]) -> Table:
         ),
         Col("unparseable", lambda c: str(c.failed), (("unparseable", _attr("failed")),), False),
     ]
-    rows = [c for c in cells if c.probe == "rollout"]
+    rows = [c for c in cells if isinstance(c, RolloutCell)]
     return build("results", "rollouts: genuine rate and survival per turn", cols, rows)
 
 
-def _survival(c: CellSummary) -> str:
+def _survival(c: RolloutCell) -> str:
     """Survival with its null floor: what the judge reports if no turn is genuine."""
     text = pct_ci(c.survival, c.survival_ci_low, c.survival_ci_high)
     return text if c.survival_null is None else f"{text} null {c.survival_null:.1%}"
 
 
-def _margin(c: CellSummary) -> str:
+def _margin(c: LikelihoodCell) -> str:
     if c.margin is None or c.margin_ci_low is None or c.margin_ci_high is None:
         return "-"
     return f"{c.margin:+.2f} [{c.margin_ci_low:+.2f}, {c.margin_ci_high:+.2f}]"
 
 
-def corrected_note(cells: list[CellSummary]) -> str | None:
+def corrected_note(every: Sequence[CellBase]) -> str | None:
     """What the corrected column is, naming the cards it used; None when no cell has one."""
+    cells = [c for c in every if isinstance(c, JudgedCell)]
     cards = cards_used(cells)
     if not cards:
         return None
@@ -268,7 +281,7 @@ def truncation_warning(cells: list[CellSummary]) -> str | None:
     answer, so accuracy counts it wrong, and its user turn follows a broken answer."""
     seen: dict[tuple[str, str, str], tuple[int, int]] = {}
     for c in cells:
-        if c.probe == "generate" and c.n_answers:
+        if isinstance(c, GenerateCell) and c.n_answers:
             seen[(c.model, c.dataset, c.config)] = (c.answers_truncated, c.n_answers)
     cut = sum(t for t, _ in seen.values())
     if not cut:

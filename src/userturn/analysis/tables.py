@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from userturn.analysis.cell import CellSummary
+from userturn.analysis.cell import GenerateCell, JudgedCell, LikelihoodCell, RolloutCell
 from userturn.analysis.views import AccuracyRow, Analysis
 from userturn.types import LABELS
 
@@ -177,14 +177,16 @@ def _cell_cols(a: Analysis) -> list[Column]:
     ]
 
 
-def _probe_cells(a: Analysis, judge: str | None) -> list[CellSummary]:
+def _probe_cells(a: Analysis, judge: str | None) -> list[JudgedCell]:
     """The one-turn probe's unperturbed cells of one judge (the paper's tables)."""
     return [
-        c for c in _for_judge(a.cells, judge) if c.perturbation == "none" and c.probe == "generate"
+        c
+        for c in _for_judge(a.cells, judge)
+        if isinstance(c, GenerateCell) and c.perturbation == "none"
     ]
 
 
-def corrected_text(c: CellSummary) -> str:
+def corrected_text(c: JudgedCell) -> str:
     """The judge-corrected rate with its CI, or why there is none."""
     if c.rate_corrected is None:
         return "–" if c.correction_note is None else f"– ({c.correction_note})"
@@ -192,13 +194,13 @@ def corrected_text(c: CellSummary) -> str:
     return rate_ci(c.rate_corrected, c.ci_corrected_low, c.ci_corrected_high) + mark
 
 
-def extrapolated(c: CellSummary) -> bool:
+def extrapolated(c: JudgedCell) -> bool:
     """The card has no reference turns from this cell's dataset or model: its corrected
     rate rests on error rates extrapolated from the spread across the card's strata."""
     return any(v is None for v in (c.correction_strata or {}).values())
 
 
-def strata_text(c: CellSummary) -> str:
+def strata_text(c: JudgedCell) -> str:
     """``dataset=gsm8k, model=smollm2-135m`` (``model=? (not in card)`` when uncovered),
     or ``pooled`` when the card had no strata."""
     if not c.correction_strata:
@@ -209,7 +211,7 @@ def strata_text(c: CellSummary) -> str:
     )
 
 
-def strata_used(cells: Iterable[CellSummary]) -> list[str]:
+def strata_used(cells: Iterable[JudgedCell]) -> list[str]:
     """Each distinct set of strata behind the cells' corrected rates, with the error rates
     it gave (``dataset=gsm8k, model=m: se 0.65, sp 0.86``), in cell order."""
     out: dict[str, None] = {}
@@ -221,12 +223,12 @@ def strata_used(cells: Iterable[CellSummary]) -> list[str]:
     return list(out)
 
 
-def cards_used(cells: Iterable[CellSummary]) -> list[str]:
+def cards_used(cells: Iterable[JudgedCell]) -> list[str]:
     """The judge cards behind the cells' corrected rates, sorted (empty: none has one)."""
     return sorted({c.judge_card for c in cells if c.judge_card})
 
 
-def _corrected_cols(cells: list[CellSummary]) -> list[Column]:
+def _corrected_cols(cells: list[JudgedCell]) -> list[Column]:
     if not cards_used(cells):
         return []
     return [("corrected [95% CI]", _key("rate_corrected"), corrected_text)]
@@ -236,7 +238,7 @@ def _corrected_cols(cells: list[CellSummary]) -> list[Column]:
 class _AccCell:
     """A cell with its (model, dataset, config) accuracy row, for Tables 3/5."""
 
-    cell: CellSummary
+    cell: JudgedCell
     acc: AccuracyRow | None
 
     def __getattr__(self, name: str) -> Any:
@@ -247,7 +249,7 @@ def accuracy_followup_table(a: Analysis, judge: str | None) -> Table:
     """Tables 3/5: per model × dataset, accuracy and the follow-up rate at the lowest T."""
     acc = {(r.model, r.dataset, r.config): r for r in a.accuracy}
     base = _probe_cells(a, judge)
-    lowest: dict[tuple[str, str, str], CellSummary] = {}
+    lowest: dict[tuple[str, str, str], JudgedCell] = {}
     for c in base:
         k = (c.model, c.dataset, c.config)
         if k not in lowest or (c.temperature or 0) < (lowest[k].temperature or 0):
@@ -294,7 +296,7 @@ def _truncated_text(c: Any) -> str:
     return text
 
 
-def _corrected_note(cells: list[CellSummary]) -> str:
+def _corrected_note(cells: list[JudgedCell]) -> str:
     cards = cards_used(cells)
     if not cards:
         return ""
@@ -311,7 +313,7 @@ def temperature_table(a: Analysis, judge: str | None) -> Table:
     """Table 4: follow-up rate per model × dataset (rows) and temperature (columns)."""
     base = _probe_cells(a, judge)
     temps = sorted({c.temperature for c in base if c.temperature is not None})
-    grid: dict[tuple[str, str, str], dict[float | None, CellSummary]] = {}
+    grid: dict[tuple[str, str, str], dict[float | None, JudgedCell]] = {}
     for c in base:
         grid.setdefault((c.model, c.dataset, c.config), {})[c.temperature] = c
     several = len(a.configs) > 1
@@ -336,7 +338,7 @@ def temperature_table(a: Analysis, judge: str | None) -> Table:
 FEW_ITEMS = 10
 
 
-def _few_items(cells: list[CellSummary]) -> str:
+def _few_items(cells: list[JudgedCell]) -> str:
     """A caveat when an item-clustered interval rests on few items."""
     few = [c for c in cells if c.samples > 1 and 0 < c.n_items < FEW_ITEMS]
     if not few:
@@ -347,7 +349,7 @@ def _few_items(cells: list[CellSummary]) -> str:
     )
 
 
-def _cell_text(c: CellSummary | None) -> str:
+def _cell_text(c: JudgedCell | None) -> str:
     if c is None:
         return "–"
     return f"{rate_ci(c.rate, c.ci_low, c.ci_high)} (n={c.n})"
@@ -464,7 +466,7 @@ def sampling_table(a: Analysis, judge: str | None) -> Table:
     cells = [
         c
         for c in _for_judge(a.cells, judge)
-        if c.gf_at_k and c.samples > 1 and c.probe == "generate"
+        if isinstance(c, GenerateCell) and c.gf_at_k and c.samples > 1
     ]
     ks = sorted({k for c in cells for k in c.gf_at_k or {}})
     spec: list[Column] = [
@@ -512,7 +514,7 @@ def _gf_corrected_cols(k: int) -> list[Column]:
     if not k:
         return []
 
-    def corrected(r: CellSummary) -> str:
+    def corrected(r: JudgedCell) -> str:
         value = (r.gf_at_k_corrected or {}).get(k)
         ci = (r.gf_at_k_corrected_ci or {}).get(k)
         return "–" if value is None or ci is None else rate_ci(value, ci[0], ci[1])
@@ -534,7 +536,7 @@ def _gf_col(k: int) -> Column:
 def likelihood_table(a: Analysis) -> Table:
     """The judge-free likelihood probe: answer PMI and role contrast of the real next turn
     (version 2), with the old ranking as a secondary column."""
-    cells = [c for c in a.cells if c.probe == "likelihood"]
+    cells = [c for c in a.cells if isinstance(c, LikelihoodCell)]
     spec: list[Column] = [
         _col("model", "model"),
         _col("dataset", "dataset"),
@@ -611,7 +613,7 @@ def rollout_table(a: Analysis, judge: str | None) -> Table:
     """Rollouts turn by turn: the genuine rate at turn t and the share of conversations
     whose turns 1..t were all genuine (survival)."""
     cells = sorted(
-        (c for c in _for_judge(a.cells, judge) if c.probe == "rollout"),
+        (c for c in _for_judge(a.cells, judge) if isinstance(c, RolloutCell)),
         key=lambda c: (c.model, c.dataset, c.config, c.temperature or 0, c.turn or 0),
     )
     spec: list[Column] = [

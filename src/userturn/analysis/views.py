@@ -30,6 +30,7 @@ from userturn.analysis.claims import ModelItems, corrected_paired_delta, rho_int
 from userturn.analysis.correction import cell_error_draws
 from userturn.analysis.intervals import BOOTSTRAP_REPS, ItemCounts, paired_diff_interval, wilson
 from userturn.rundir.store import Store
+from userturn.types import CONVERSATION_PROBES
 
 
 @dataclass(frozen=True)
@@ -277,7 +278,7 @@ def temperature_deltas(cells: Iterable[Cell], cards: Cards | None = None) -> lis
     """Rate at each T > 0 minus the rate at T=0 on the items both have, per (model,
     dataset, config, judge), unperturbed one-turn cells: paired by item, raw and
     corrected."""
-    cells = [c for c in cells if c.perturbation == "none" and c.probe == "generate"]
+    cells = [c for c in cells if c.perturbation == "none" and c.probe not in CONVERSATION_PROBES]
     base = {_temp_key(c): c for c in cells if c.temperature == 0}
     out = []
     for c in cells:

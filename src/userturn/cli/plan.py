@@ -14,6 +14,7 @@ import datetime as dt
 import os
 import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,20 +143,28 @@ def size_line(cfg: RunConfig, out: Path) -> str:
     """What the run will do and how long it should take (specs may carry credentials:
     the caller redacts)."""
     jobs = driver.load_jobs(cfg)
+    return SIZE_LINES[cfg.probe](cfg, out, jobs)
+
+
+def _likelihood_size(cfg: RunConfig, out: Path, jobs: list[Job]) -> str:
     items = sum(len(j.items) for j in jobs)
-    if cfg.probe == "likelihood":
-        n = driver.planned_user_turns(cfg, jobs) * len(cfg.models)
-        grid = (
-            f"{len(cfg.models)} model(s) x {len(jobs)} dataset(s) ({items} items) "
-            f"x perturbations={','.join(cfg.perturbations)}"
-        )
-        return f"likelihood: {grid}: {n} contexts to score, no judge calls"
-    if cfg.probe == "rollout":
-        n = items * samples_at(cfg.temperatures[0], cfg.samples) * len(cfg.models)
-        return (
-            f"rollout: {grid_line(cfg, jobs, items)}: {n} conversations of up to "
-            f"{cfg.turns} user turns"
-        )
+    n = driver.planned_user_turns(cfg, jobs) * len(cfg.models)
+    grid = (
+        f"{len(cfg.models)} model(s) x {len(jobs)} dataset(s) ({items} items) "
+        f"x perturbations={','.join(cfg.perturbations)}"
+    )
+    return f"likelihood: {grid}: {n} contexts to score, no judge calls"
+
+
+def _rollout_size(cfg: RunConfig, out: Path, jobs: list[Job]) -> str:
+    items = sum(len(j.items) for j in jobs)
+    n = items * samples_at(cfg.temperatures[0], cfg.samples) * len(cfg.models)
+    return (
+        f"rollout: {grid_line(cfg, jobs, items)}: {n} conversations of up to {cfg.turns} user turns"
+    )
+
+
+def _generate_size(cfg: RunConfig, out: Path, jobs: list[Job]) -> str:
     sz = size(cfg, out, jobs)
     left = f"{sz.answers - sz.done.answers} answers + {sz.turns - sz.done.turns} user turns"
     return (
@@ -172,8 +181,11 @@ def dry_run(cfg: RunConfig, out: Path | None) -> int:
     say = output.say
     say(redact(f"models: {', '.join(cfg.models)}"))
     say(f"datasets: {names(jobs)}")
-    if cfg.probe != "generate":
-        return _dry_run_probe(cfg, out, jobs)
+    return DRY_RUNS[cfg.probe](cfg, out, jobs)
+
+
+def _dry_run_generate(cfg: RunConfig, out: Path, jobs: list[Job]) -> int:
+    say = output.say
     judges = driver.load_judges(cfg)
     try:
         sz = size(cfg, out, jobs, [j.id for j in judges])
@@ -202,27 +214,32 @@ def dry_run(cfg: RunConfig, out: Path | None) -> int:
     return 0
 
 
-def _dry_run_probe(cfg: RunConfig, out: Path, jobs: list[Job]) -> int:
-    """The likelihood probe and rollouts count contexts and conversations, not the
-    generation grid: a likelihood context costs one scoring pass and no judge call; a
-    rollout costs up to ``turns`` answers and user turns (``best_of`` candidates each),
-    fewer when ``--stop-on degenerate`` ends it early."""
+def _dry_run_likelihood(cfg: RunConfig, out: Path, jobs: list[Job]) -> int:
+    """The likelihood probe counts contexts, not the generation grid: a context costs
+    one scoring pass and no judge call."""
     say = output.say
     n_items = sum(len(j.items) for j in jobs)
     say(f"run directory: {out}" + (" (exists: stored work is reused)" if out.exists() else ""))
-    if cfg.probe == "likelihood":
-        contexts = driver.planned_user_turns(cfg, jobs) * len(cfg.models)
-        stored = 0
-        if (out / STORE_NAME).exists():
-            with open_run(out) as store:
-                stored = len(store.likelihood_keys())
-        say(
-            f"likelihood probe: {len(cfg.models)} model(s) x {len(jobs)} dataset(s) "
-            f"({n_items} items) x perturbations={cfg.perturbations}"
-        )
-        say(f"contexts to score: {max(0, contexts - stored)} ({stored} stored); no judge calls")
-        say(_scored_tokens(cfg, jobs))
-        return 0
+    contexts = driver.planned_user_turns(cfg, jobs) * len(cfg.models)
+    stored = 0
+    if (out / STORE_NAME).exists():
+        with open_run(out) as store:
+            stored = len(store.likelihood_keys())
+    say(
+        f"likelihood probe: {len(cfg.models)} model(s) x {len(jobs)} dataset(s) "
+        f"({n_items} items) x perturbations={cfg.perturbations}"
+    )
+    say(f"contexts to score: {max(0, contexts - stored)} ({stored} stored); no judge calls")
+    say(_scored_tokens(cfg, jobs))
+    return 0
+
+
+def _dry_run_rollout(cfg: RunConfig, out: Path, jobs: list[Job]) -> int:
+    """Rollouts count conversations: each costs up to ``turns`` answers and user turns
+    (``best_of`` candidates each), fewer when ``--stop-on degenerate`` ends it early."""
+    say = output.say
+    n_items = sum(len(j.items) for j in jobs)
+    say(f"run directory: {out}" + (" (exists: stored work is reused)" if out.exists() else ""))
     temp = cfg.temperatures[0]
     convs = n_items * samples_at(temp, cfg.samples) * len(cfg.models)
     say(
@@ -235,6 +252,20 @@ def _dry_run_probe(cfg: RunConfig, out: Path, jobs: list[Job]) -> int:
         f"each judged by {', '.join(cfg.judges)}"
     )
     return 0
+
+
+SIZE_LINES: dict[str, Callable[[RunConfig, Path, list[Job]], str]] = {
+    "generate": _generate_size,
+    "likelihood": _likelihood_size,
+    "rollout": _rollout_size,
+}
+"""Each probe's size line (what the run will do), by probe."""
+DRY_RUNS: dict[str, Callable[[RunConfig, Path, list[Job]], int]] = {
+    "generate": _dry_run_generate,
+    "likelihood": _dry_run_likelihood,
+    "rollout": _dry_run_rollout,
+}
+"""Each probe's ``--dry-run`` plan, by probe."""
 
 
 def _stored(

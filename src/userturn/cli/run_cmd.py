@@ -13,6 +13,7 @@ from typing import Any
 import typer
 
 from userturn.analysis import run_table as results
+from userturn.analysis.cell import GenerateCell
 from userturn.analysis.tables import Table
 from userturn.cli import options, output, plan, speed
 from userturn.cli.io import Interrupted
@@ -21,7 +22,7 @@ from userturn.config import RunConfig, build_config, load_config
 from userturn.errors import UserError
 from userturn.run import driver
 from userturn.run.judge_stage import JudgeTally
-from userturn.run.rollout import run_rollouts
+from userturn.run.probes import probe_for
 
 
 def build_run_config(config: Path | None, flags: dict[str, Any]) -> RunConfig:
@@ -250,11 +251,7 @@ def run(
     started = time.monotonic()
     try:
         with progress_for() as bars:
-            if cfg.probe == "rollout":
-                out = out or driver.default_out(cfg)
-                result = run_rollouts(cfg, out, bars)
-            else:
-                result = driver.run(cfg, out, bars)
+            result = driver.run(cfg, out, bars)
     except driver.RunInterrupted as exc:
         raise Interrupted(str(exc)) from None
     _record_speed(cfg, result.stats, time.monotonic() - started)
@@ -270,7 +267,7 @@ def print_results(result: driver.RunResult, fmt: output.Format = "table") -> Non
         detail = ("top failure labels", "unparseable", "accuracy", "corrected [95% CI]", "n")
         table = results.results_table(result.cells)
         output.emit(table, fmt, detail=detail, key=key, keep=results.HEADLINE)
-        note = results.corrected_note([c for c in result.cells if c.probe == "generate"])
+        note = results.corrected_note([c for c in result.cells if isinstance(c, GenerateCell)])
         if note:
             output.note(note, fmt)
     warning = results.truncation_warning(result.cells)
@@ -302,7 +299,7 @@ def print_results(result: driver.RunResult, fmt: output.Format = "table") -> Non
 
 def _record_speed(cfg: RunConfig, stats: driver.RunStats, seconds: float) -> None:
     """A one-model generate run stores its end-to-end speed for the next estimate."""
-    if cfg.probe != "generate" or len(cfg.models) != 1:
+    if not probe_for(cfg).estimates_speed or len(cfg.models) != 1:
         return
     tokens = stats.extra.get("answer_completion_tokens", 0)
     tokens += stats.extra.get("user_completion_tokens", 0)
@@ -367,7 +364,7 @@ def _probe_command(probe: str, doc: str, extra: list[inspect.Parameter]) -> Any:
     params[-1:-1] = extra
 
     def command(**kwargs: Any) -> int:
-        if probe == "rollout":
+        if "user_temperature" in kwargs:  # the rollout command's own option
             kwargs["temperatures"] = _user_temperature(
                 kwargs.pop("user_temperature"), kwargs["temperatures"], kwargs["config"]
             )

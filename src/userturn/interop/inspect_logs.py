@@ -30,11 +30,12 @@ from typing import TYPE_CHECKING, Any
 
 import userturn
 from userturn.analysis.cards import judge_cards
-from userturn.analysis.cell import CellSummary
+from userturn.analysis.cell import BY_PROBE, CellSummary, LikelihoodCell, RolloutCell
 from userturn.analysis.views import analyze
 from userturn.errors import UserError
 from userturn.report import read_manifest
-from userturn.rundir.lines import iter_records
+from userturn.rundir.lines import iter_records, line_record
+from userturn.rundir.records import LikelihoodRecord
 from userturn.rundir.store import open_run
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ def _message(role: str, content: Any, **kw: Any) -> ChatMessage:
 def _scores(rec: dict[str, Any]) -> dict[str, Any]:
     from inspect_ai.scorer import Score
 
-    if rec["probe"] == "likelihood":
+    if line_record(rec) is LikelihoodRecord:
         if not rec.get("candidates"):  # a context left out (its real turn copies the context)
             return {}
         return {
@@ -123,7 +124,7 @@ def _sample(rec: dict[str, Any], index: int) -> EvalSample:
     inp = context[:-1] if answer_last else context
     messages = list(context)
     output = ModelOutput(model=rec["model"])
-    if rec["probe"] != "likelihood":
+    if line_record(rec) is not LikelihoodRecord:
         turn = rec.get("user_turn") or ""
         messages.append(_message("user", turn, source="generate"))
         output = ModelOutput.from_content(
@@ -170,7 +171,7 @@ def _metrics(cells: list[CellSummary]) -> dict[str, float]:
     several = len({c.config for c in cells}) > 1
     for c in cells:
         sfx = cell_suffix(c, several)
-        if c.probe == "likelihood":
+        if isinstance(c, LikelihoodCell):
             named = {
                 "preferred": c.preference_accuracy,
                 "preferred_ci_low": c.preference_ci_low,
@@ -188,7 +189,7 @@ def _metrics(cells: list[CellSummary]) -> dict[str, float]:
                 "ci_corrected_high": c.ci_corrected_high,
                 "n": float(c.n),
                 "unparseable": float(c.failed),
-                "survival": c.survival,
+                "survival": c.survival if isinstance(c, RolloutCell) else None,
             }
         for k, v in named.items():
             if v is not None and not math.isnan(v):
@@ -231,14 +232,17 @@ def build_logs(run_dir: Path) -> list[EvalLog]:
     manifest = read_manifest(run_dir)
     created = _created(run_dir)
     run_id = hashlib.sha256(str(run_dir.resolve()).encode()).hexdigest()[:22]
+    by_group: dict[tuple[str, str, str], list[CellSummary]] = {}
+    for c in a.cells:
+        by_group.setdefault((c.model, c.dataset, c.probe), []).append(c)
     logs = []
     for (model, dataset, probe), recs in groups.items():
         samples = [_sample(r, i) for i, r in enumerate(recs)]
-        cells = [c for c in a.cells if (c.model, c.dataset, c.probe) == (model, dataset, probe)]
-        names = [LIKELIHOOD_SCORER] if probe == "likelihood" else _judges(cells)
+        cells = by_group.get((model, dataset, probe), [])
+        scored = BY_PROBE[probe] is LikelihoodCell  # by the model's scores, no judge
+        names = [LIKELIHOOD_SCORER] if scored else _judges(cells)
         scores = [
-            _eval_score(n, [c for c in cells if probe == "likelihood" or c.judge == n], samples)
-            for n in names
+            _eval_score(n, [c for c in cells if scored or c.judge == n], samples) for n in names
         ]
         eval_id = hashlib.sha256(f"{run_id}/{model}/{dataset}/{probe}".encode()).hexdigest()[:22]
         spec = EvalSpec(

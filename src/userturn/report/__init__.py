@@ -28,13 +28,15 @@ from jinja2 import Environment, StrictUndefined
 from markupsafe import Markup, escape
 
 import userturn
+from userturn.analysis.cell import JudgedCell, LikelihoodCell
 from userturn.analysis.tables import Table, all_tables
 from userturn.analysis.views import Analysis, analyze
 from userturn.errors import UserError, read_text
 from userturn.redact import redact
 from userturn.report.headline import headlines
 from userturn.run.outputs import write_json
-from userturn.rundir.lines import iter_records
+from userturn.rundir.lines import iter_records, line_record
+from userturn.rundir.records import LikelihoodRecord
 from userturn.rundir.store import open_run
 
 log = logging.getLogger(__name__)
@@ -144,12 +146,12 @@ def _meta(run_dir: Path, a: Analysis, n_records: int) -> list[tuple[str, str]]:
         ("configs", ", ".join(a.configs)),
         ("records (user turns and likelihood contexts)", str(n_records)),
         ("cells", str(len(a.cells))),
-        ("unparseable + errored judgments", str(sum(c.failed for c in a.cells))),
+        ("unparseable + errored judgments", str(sum(c.failed for c in _judged(a)))),
     ]
     # the likelihood probe samples no user turn and calls no judge: those settings of
     # its config are unused, and listing them (judges: ["offline"]) would mislead
     unused = {"temperatures", "samples", "judges", "max_user_tokens"}
-    likelihood_only = bool(a.cells) and all(c.probe == "likelihood" for c in a.cells)
+    likelihood_only = bool(a.cells) and all(isinstance(c, LikelihoodCell) for c in a.cells)
     for key in (
         "temperatures",
         "samples",
@@ -242,8 +244,12 @@ def build_report(
     )
 
 
+def _judged(a: Analysis) -> list[JudgedCell]:
+    return [c for c in a.cells if isinstance(c, JudgedCell)]
+
+
 def _count_likelihood(store: Any) -> int:
-    return sum(1 for r in iter_records(store) if r["probe"] == "likelihood")
+    return sum(1 for r in iter_records(store) if line_record(r) is LikelihoodRecord)
 
 
 def _probes(a: Analysis) -> list[str]:
@@ -255,7 +261,7 @@ def judge_text(a: Analysis, judge: str | None) -> str:
     it must not be told to run one."""
     if judge is not None:
         return judge
-    if set(_probes(a)) <= {"likelihood"} and a.cells:
+    if a.cells and all(isinstance(c, LikelihoodCell) for c in a.cells):
         return "none needed (likelihood probe: scored by the model's own log-likelihoods)"
     return "none (no judgments yet: userturn judge --run DIR --judge SPEC)"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from userturn.analysis.cell import CellSummary
+from userturn.analysis.cell import GenerateCell, LikelihoodCell, RolloutCell
 from userturn.analysis.tables import corrected_text, pct, rate_ci, temp
 from userturn.analysis.views import AccuracyRow, Analysis
 
@@ -24,10 +24,10 @@ class Headline:
     note: str
 
 
-def _lowest_t(cells: list[CellSummary]) -> dict[tuple[str, str, str], CellSummary]:
+def _lowest_t(cells: list[GenerateCell]) -> dict[tuple[str, str, str], GenerateCell]:
     """Per (model, dataset, config), the unperturbed cell at the lowest temperature (the
     greedy one when the run has T=0: the single answer a user would see)."""
-    out: dict[tuple[str, str, str], CellSummary] = {}
+    out: dict[tuple[str, str, str], GenerateCell] = {}
     for c in cells:
         k = (c.model, c.dataset, c.config)
         if k not in out or (c.temperature or 0.0) < (out[k].temperature or 0.0):
@@ -50,7 +50,7 @@ def _generate(a: Analysis, judge: str | None) -> Headline | None:
     cells = [
         c
         for c in a.cells
-        if c.probe == "generate" and c.judge == judge and c.perturbation == "none"
+        if isinstance(c, GenerateCell) and c.judge == judge and c.perturbation == "none"
     ]
     if judge is None or not cells:
         return None
@@ -79,7 +79,7 @@ def _generate(a: Analysis, judge: str | None) -> Headline | None:
 
 
 def _likelihood(a: Analysis) -> Headline | None:
-    cells = [c for c in a.cells if c.probe == "likelihood" and c.perturbation == "none"]
+    cells = [c for c in a.cells if isinstance(c, LikelihoodCell) and c.perturbation == "none"]
     if not cells:
         return None
     acc = {(r.model, r.dataset, r.config): r for r in a.accuracy}
@@ -112,7 +112,7 @@ def _likelihood(a: Analysis) -> Headline | None:
     )
 
 
-def _margin(c: CellSummary) -> str:
+def _margin(c: LikelihoodCell) -> str:
     if c.margin is None:
         return "–"
     if c.margin_ci_low is None or c.margin_ci_high is None:
@@ -121,10 +121,10 @@ def _margin(c: CellSummary) -> str:
 
 
 def _rollout(a: Analysis, judge: str | None) -> Headline | None:
-    cells = [c for c in a.cells if c.probe == "rollout" and c.judge == judge and c.turn]
+    cells = [c for c in a.cells if isinstance(c, RolloutCell) and c.judge == judge and c.turn]
     if judge is None or not cells:
         return None
-    series: dict[tuple[str, str, str, float | None], list[CellSummary]] = {}
+    series: dict[tuple[str, str, str, float | None], list[RolloutCell]] = {}
     for c in cells:
         series.setdefault((c.model, c.dataset, c.perturbation, c.temperature), []).append(c)
     rows = []

@@ -15,7 +15,7 @@ from typing import Any
 
 from userturn.rundir.records import UserTurnRecord
 from userturn.rundir.store import Store
-from userturn.types import Judgment
+from userturn.types import CONVERSATION_PROBES, Judgment
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def export_conversations(store: Store, judge: str | None, only_genuine: bool) ->
 
 def _conversation(t: UserTurnRecord) -> tuple[Any, ...]:
     """Rollout turns of one conversation share a key; every one-turn record is its own."""
-    if t.probe == "rollout":
+    if t.probe in CONVERSATION_PROBES:
         return (t.model, t.dataset, t.config, t.item_id, t.temperature, t.sample)
     return (t.key,)
 

@@ -1,10 +1,14 @@
 """The driver: plans the grid, feeds an executor, owns the store, writes the outputs.
 
-Only the driver writes the store (one writer, small transactions), so the local and Ray
-executors resume the same way. It also guards the run directory: ``--out`` is checked
-before anything is created, a directory made by a run that failed before storing its
-first row is removed again, and a directory whose rows were made with another config
-fingerprint is refused unless ``keep_configs`` asks to keep both as separate cells.
+It runs any probe (``run.probes``) through any executor: the probe's stage works on the
+executor's workers and yields events, and the driver stores each one as it comes. Only
+the driver writes the store (one writer, small transactions), so every probe resumes
+the same way under the local and Ray executors.
+
+It also guards the run directory: ``--out`` is checked before anything is created, a
+directory made by a run that failed before storing its first row is removed again, and
+a directory whose rows were made with another config fingerprint is refused unless
+``keep_configs`` asks to keep both as separate cells.
 """
 
 from __future__ import annotations
@@ -28,13 +32,13 @@ from userturn.datasets import load_dataset
 from userturn.errors import UserError, read_text
 from userturn.judges import Judge, load_judge
 from userturn.perturb import load_perturbation
-from userturn.run.events import AnswerEvent, LikelihoodEvent, UserEvent
+from userturn.run.events import AnswerEvent, JudgmentEvent, LikelihoodEvent, UserEvent
 from userturn.run.executors import Job, make_executor
 from userturn.run.judge_stage import JudgeTally, judge_rows
 from userturn.run.outputs import KEPT, manifest, write_json, write_manifest, write_outputs
-from userturn.run.worker import samples_at
+from userturn.run.probes import Probe, probe_for
 from userturn.rundir.keys import content_key
-from userturn.rundir.records import AnswerRecord, UserTurnRecord
+from userturn.rundir.records import UserTurnRecord
 from userturn.rundir.store import STORE_NAME, Store, hold, open_run
 from userturn.types import Item
 
@@ -135,6 +139,7 @@ def default_out(cfg: RunConfig) -> Path:
 def load_jobs(cfg: RunConfig) -> list[Job]:
     """Each dataset's selected items; bad rows fail, or are skipped and counted with
     ``--skip-bad-rows`` (the count goes to the manifest via ``describe()``)."""
+    probe = probe_for(cfg)
     jobs: list[Job] = []
     for spec in cfg.datasets:
         ds = load_dataset(spec, skip_bad_rows=cfg.skip_bad_rows)
@@ -146,13 +151,7 @@ def load_jobs(cfg: RunConfig) -> list[Job]:
         items = select_items(ds, cfg)
         if not items:
             raise UserError(f"dataset {spec!r} has no items to run", field="dataset")
-        if cfg.probe == "likelihood" and not any(it.reference_turn for it in items):
-            raise UserError(
-                f"dataset {spec!r} has no real next user turn to score: the likelihood "
-                "probe needs healthbench, sharegpt, mtbench, coval or jsonl rows with "
-                "reference_turn",
-                field="dataset",
-            )
+        probe.check_items(spec, items)
         jobs.append(Job(ds, items))
     return jobs
 
@@ -190,35 +189,7 @@ def check_plan(cfg: RunConfig) -> None:
         load_perturbation(pert)
     if cfg.chat_template is not None:
         read_text(Path(cfg.chat_template), "chat template file")
-    if cfg.probe == "rollout":
-        check_rollout(cfg)
-
-
-def check_rollout(cfg: RunConfig) -> None:
-    """A rollout plays one user temperature and one perturbation; a grid over either is
-    several rollout runs, and silently taking the first would mislabel the cells."""
-    if len(cfg.temperatures) != 1:
-        raise UserError(
-            f"rollouts take one user temperature (--user-temperature T), got {cfg.temperatures}",
-            field="temperatures",
-        )
-    if len(cfg.perturbations) != 1:
-        raise UserError("rollouts take one perturbation", field="perturbations")
-    if cfg.best_of > 1 and cfg.temperatures[0] == 0:
-        raise UserError(
-            "--best-of needs a user temperature > 0: greedy candidates are all the same",
-            field="best_of",
-        )
-    if cfg.best_of > 1:
-        chooser = cfg.select_judge or (cfg.judges[0] if cfg.judges else None)
-        if chooser is None or not [j for j in cfg.judges if j != chooser]:
-            raise UserError(
-                f"--best-of turns chosen by judge {chooser!r} cannot be scored by it (a "
-                "selected turn looks genuine to its selector, true or not): give a second "
-                "--judge to score them (the first chooses), or --select-judge SPEC naming "
-                "another judge to choose",
-                field="best_of",
-            )
+    probe_for(cfg).check()
 
 
 def load_judges(cfg: RunConfig) -> list[Judge]:
@@ -226,12 +197,8 @@ def load_judges(cfg: RunConfig) -> list[Judge]:
 
 
 def planned_user_turns(cfg: RunConfig, jobs: list[Job]) -> int:
-    """User turns (or, for the likelihood probe, contexts) the grid asks for."""
-    if cfg.probe == "likelihood":  # only contexts with a real next turn are scored
-        scored = sum(1 for j in jobs for it in j.items if it.reference_turn)
-        return scored * len(cfg.perturbations)
-    per_context = sum(samples_at(t, cfg.samples) for t in cfg.temperatures)
-    return sum(len(j.items) for j in jobs) * len(cfg.perturbations) * per_context
+    """The records the grid asks for: user turns, or the likelihood probe's contexts."""
+    return probe_for(cfg).planned(jobs)
 
 
 # the run directory --------------------------------------------------------------------
@@ -318,11 +285,7 @@ def register_items(store: Store, jobs: list[Job]) -> None:
 
 # the run --------------------------------------------------------------------------------
 def run(cfg: RunConfig, out: Path | None = None, progress: Progress | None = None) -> RunResult:
-    if cfg.probe == "rollout":
-        raise UserError(
-            "rollouts run through userturn.run.rollout.run_rollouts (`userturn rollout`)",
-            field="probe",
-        )
+    """Run ``cfg.probe`` over the grid into ``out``, resuming what it already holds."""
     out = out or default_out(cfg)
     progress = progress or NullProgress()
     check_plan(cfg)
@@ -331,9 +294,10 @@ def run(cfg: RunConfig, out: Path | None = None, progress: Progress | None = Non
         for judge in judges:
             judge.check_reachable()
         jobs = load_jobs(cfg)
-        with run_directory(out) as store:
+        probe = probe_for(cfg)
+        with run_directory(out, probe.command) as store:
             try:
-                return _run(cfg, out, store, jobs, judges, progress)
+                return _run(probe, out, store, jobs, judges, progress)
             except KeyboardInterrupt:
                 raise interrupted(out, store) from None
     finally:
@@ -342,22 +306,23 @@ def run(cfg: RunConfig, out: Path | None = None, progress: Progress | None = Non
 
 
 def _run(
-    cfg: RunConfig,
+    probe: Probe,
     out: Path,
     store: Store,
     jobs: list[Job],
     judges: list[Judge],
     progress: Progress,
 ) -> RunResult:
+    cfg = probe.cfg
     today = cfg.frozen_date or dt.date.today().isoformat()
     date = dt.date.fromisoformat(store.set_meta_default("frozen_date", today))
     config_id = register_config(store, cfg, date.isoformat())
     register_items(store, jobs)
     stats = RunStats()
-    turns, described = _generate(cfg, jobs, store, date, config_id, stats, progress)
-    if cfg.judge_reference:
+    turns, described = _generate(probe, jobs, store, date, config_id, stats, progress)
+    if cfg.judge_reference and probe.judges_reference():
         turns += add_reference_rows(store, turns, stats)
-    tally = _judge(store, judges, turns, stats, progress)
+    tally = _judge(store, probe.judged_after(judges), turns, stats, progress)
     return finish_run(cfg, out, store, jobs, date, config_id, stats, described, tally)
 
 
@@ -372,8 +337,7 @@ def finish_run(
     described: list[dict[str, Any]],
     tally: JudgeTally,
 ) -> RunResult:
-    """Write a finished invocation's outputs (records, summary, stats, manifest): the
-    probe and rollouts end the same way, so their run directories read the same."""
+    """Write a finished invocation's outputs (records, summary, stats, manifest)."""
     cells = write_outputs(out, store)
     write_json(out / "run_stats.json", stats.to_json(), KEPT)
     datasets = [
@@ -387,7 +351,7 @@ def finish_run(
 
 
 def _generate(
-    cfg: RunConfig,
+    probe: Probe,
     jobs: list[Job],
     store: Store,
     date: dt.date,
@@ -395,24 +359,31 @@ def _generate(
     stats: RunStats,
     progress: Progress,
 ) -> tuple[list[UserTurnRecord], list[dict[str, Any]]]:
-    known = {a.key: a for a in store.answers()}
-    done = store.user_turn_keys() | store.likelihood_keys()
+    """Every model's work, stored event by event (the stages never write)."""
+    cfg = probe.cfg
+    known = probe.known(store)
+    stored = set(known.answers)
+    done = set(known.done)
     turns: list[UserTurnRecord] = []
     reused: set[str] = set()
     described = []
     n_items = sum(len(j.items) for j in jobs)
-    unit = "contexts scored" if cfg.probe == "likelihood" else "user turns"
+    unit = probe.unit
     for model in cfg.models:
         progress.stage(f"answers {model}", n_items)
-        progress.stage(f"{unit} {model}", planned_user_turns(cfg, jobs))
+        progress.stage(f"{unit} {model}", probe.planned(jobs))
         executor = make_executor(cfg)
-        for ev in executor.run_model(model, cfg, date, config_id, jobs, known, done):
+        for ev in executor.run_model(probe, model, date, config_id, jobs, known):
             if isinstance(ev, AnswerEvent):
-                on_answer(ev, store, known, stats)
-                progress.advance(f"answers {model}")
+                on_answer(ev, store, stored, stats)
+                known.answers.setdefault(ev.record.key, ev.record)
+                if not ev.reply:
+                    progress.advance(f"answers {model}")
             elif isinstance(ev, LikelihoodEvent):
                 _on_likelihood(ev, store, done, stats)
                 progress.advance(f"{unit} {model}")
+            elif isinstance(ev, JudgmentEvent):
+                _on_judgment(ev, store, stats)
             else:
                 _on_user(ev, store, done, stats)
                 if ev.generated:
@@ -427,13 +398,11 @@ def _generate(
     return turns, described
 
 
-def on_answer(
-    ev: AnswerEvent, store: Store, known: dict[str, AnswerRecord], stats: RunStats
-) -> None:
+def on_answer(ev: AnswerEvent, store: Store, stored: set[str], stats: RunStats) -> None:
     rec = ev.record
-    if rec.key not in known:  # generated, or a held-out item's given answer seen first
+    if rec.key not in stored:  # generated, or a held-out item's given answer seen first
         store.put_answer(rec)
-        known[rec.key] = rec
+        stored.add(rec.key)
     if ev.generated:
         stats.answers_generated += 1
         stats.model_calls += 1
@@ -451,9 +420,16 @@ def _on_user(ev: UserEvent, store: Store, done: set[str], stats: RunStats) -> No
     store.put_user_turn(rec)
     done.add(rec.key)
     stats.generated += 1
-    stats.model_calls += 1
+    stats.model_calls += ev.calls
+    stats.judge_calls += ev.judge_calls
     stats.count_tokens("user", rec.prompt_tokens, rec.prompt_tokens_reused)
     stats.add("user_completion_tokens", rec.user_tokens)
+
+
+def _on_judgment(ev: JudgmentEvent, store: Store, stats: RunStats) -> None:
+    store.put_judgment(ev.key, ev.judgment)
+    stats.judged += 1
+    stats.judge_calls += int(ev.judgment.usage.get("calls", 0))
 
 
 def _on_likelihood(ev: LikelihoodEvent, store: Store, done: set[str], stats: RunStats) -> None:

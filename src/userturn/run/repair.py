@@ -31,6 +31,7 @@ from userturn.datasets.base import read_jsonl
 from userturn.errors import UserError
 from userturn.run.outputs import write_outputs
 from userturn.rundir.keys import content_key
+from userturn.rundir.lines import line_record
 from userturn.rundir.lock import run_lock
 from userturn.rundir.records import ANSWER_LINE_KEYS, AnswerRecord, LikelihoodRecord, UserTurnRecord
 from userturn.rundir.store import LEGACY_CONFIG, STORE_NAME, Store, open_run
@@ -238,7 +239,7 @@ def parse_line(obj: dict[str, Any], file: str, line: int) -> RecordLine:
         sha = obj.get("item_sha")
         if sha is not None and not isinstance(sha, str):
             raise UserError("not a records.jsonl line: not a string", field="item_sha")
-        if obj.get("probe") == "likelihood":
+        if line_record(obj) is LikelihoodRecord:
             rec = _valid(LikelihoodRecord, _by_field(LikelihoodRecord, obj, _ID), _ID)
             return RecordLine(rec, _answer(obj, rec), item_sha=sha)
         turn = _turn(obj)

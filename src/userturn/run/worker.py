@@ -1,8 +1,9 @@
-"""The probe's generation stages for one model: answer → score → perturb → user turn.
+"""What every probe does with one model: answer → score → perturb → user turn.
 
-``ItemWorker`` holds one backend and turns chunks of items into records. It reads
-nothing from and writes nothing to the store (the driver passes in what is already
-known and stores what comes out), so the same code runs in-process or on a Ray worker.
+``ItemWorker`` holds one backend and the model's template; the probes' stages
+(``run.probes``) build on it. It reads nothing from and writes nothing to the store (the
+driver passes in what is already known and stores what comes out), so the same code
+runs in-process or on a Ray worker.
 Every record's key is a content hash of what produced it, looked up before any model
 call: a finished run re-runs with zero calls, and a killed one resumes where it stopped.
 """
@@ -34,7 +35,7 @@ from userturn.config import RunConfig
 from userturn.datasets import Dataset
 from userturn.errors import UserError
 from userturn.perturb import Perturbation, load_perturbation
-from userturn.run.events import AnswerEvent, Event, LikelihoodEvent, UserEvent
+from userturn.run.events import AnswerEvent, UserEvent
 from userturn.rundir.keys import content_key, derive_seed
 from userturn.rundir.records import AnswerRecord, UserTurnRecord
 from userturn.types import GenRequest, GenResult, Item, Message, PerturbationDetail, SamplingParams
@@ -334,31 +335,3 @@ class ItemWorker:
                 )
             )
         return out
-
-    # likelihood probe -----------------------------------------------------------------
-    def likelihoods(
-        self, answers: list[AnswerEvent], pool: list[Item], done: set[str]
-    ) -> Iterator[LikelihoodEvent]:
-        """Score each context's candidates under every condition (``likelihood_stage``)."""
-        from userturn.run.likelihood_stage import likelihood_events
-
-        yield from likelihood_events(self, answers, pool, done)
-
-    def process(
-        self,
-        items: list[Item],
-        dataset: Dataset,
-        known: dict[str, AnswerRecord],
-        done: set[str],
-        pool: list[Item] | None = None,
-    ) -> Iterator[Event]:
-        """Answers for the chunk first (the driver stores them as they come), then user
-        turns (or, for the likelihood probe, candidate scores; ``pool`` is the dataset's
-        selected items, where the unrelated candidate comes from). For llama.cpp a chunk is
-        one item, so the user prompt extends the answer still in the KV cache."""
-        answers = list(self.answers(items, dataset, known))
-        yield from answers
-        if self.cfg.probe == "likelihood":
-            yield from self.likelihoods(answers, pool or items, done)
-        else:
-            yield from self.user_turns(answers, done)

@@ -7,7 +7,7 @@ so writer and reader share one definition.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from userturn.rundir.records import (
@@ -19,6 +19,15 @@ from userturn.rundir.records import (
 )
 from userturn.rundir.store import Store
 from userturn.types import Judgment
+
+LINE_RECORDS: dict[str, type[LikelihoodRecord]] = {"likelihood": LikelihoodRecord}
+"""The lines that are not user turns, by their ``probe`` value: a likelihood-probe
+context has a line shape of its own."""
+
+
+def line_record(obj: Mapping[str, Any]) -> type[UserTurnRecord] | type[LikelihoodRecord]:
+    """The record a records.jsonl line holds (its ``probe`` field says which)."""
+    return LINE_RECORDS.get(str(obj.get("probe")), UserTurnRecord)
 
 
 def record_line(

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from userturn.analysis.cell import CellSummary
+from userturn.analysis.cell import CellSummary, JudgedCell
 from userturn.analysis.compare import CompareRow, compare_runs
 from userturn.analysis.tables import Table, pct, rate_ci, temp
 from userturn.config import RunConfig, build_config, load_config
@@ -180,4 +180,4 @@ def eval_config(
 
 
 def _ci(c: CellSummary | None) -> tuple[float | None, float | None]:
-    return (None, None) if c is None else (c.ci_low, c.ci_high)
+    return (c.ci_low, c.ci_high) if isinstance(c, JudgedCell) else (None, None)

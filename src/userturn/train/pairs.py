@@ -35,7 +35,7 @@ from userturn.rundir.keys import content_key
 from userturn.rundir.lines import transcripts
 from userturn.rundir.records import Transcript, UserTurnRecord
 from userturn.rundir.store import open_run
-from userturn.types import Judgment
+from userturn.types import CONVERSATION_PROBES, Judgment
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def extract_pairs(
     """
     groups: dict[tuple[str, ...], list[Transcript]] = {}
     for r in records:
-        if r.turn.probe == "generate":
+        if r.turn.probe not in CONVERSATION_PROBES:
             groups.setdefault(_context_key(r), []).append(r)
     pairs: list[dict[str, Any]] = []
     n_good = n_bad = n_not_ok = with_both = 0

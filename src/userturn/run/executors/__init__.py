@@ -1,7 +1,8 @@
 """Where the worker runs: in-process (``local``) or on Ray actors (``ray``).
 
-An executor turns (model, jobs) into a stream of worker events; it never touches the
-store, so the driver alone writes, and both executors resume the same way.
+An executor turns (probe, model, jobs) into a stream of the probe's events; it never
+touches the store, so the driver alone writes, and both executors run every probe and
+resume it the same way.
 """
 
 from __future__ import annotations
@@ -9,14 +10,16 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from userturn.config import RunConfig
 from userturn.datasets import Dataset
 from userturn.errors import missing_extra
 from userturn.run.events import Event
-from userturn.rundir.records import AnswerRecord
 from userturn.types import Item
+
+if TYPE_CHECKING:
+    from userturn.run.probes.base import Known, Probe
 
 
 @dataclass
@@ -30,13 +33,12 @@ class Job:
 class Executor(Protocol):
     def run_model(
         self,
+        probe: Probe,
         model: str,
-        cfg: RunConfig,
         date: dt.date,
         config_id: str,
         jobs: list[Job],
-        known: dict[str, AnswerRecord],
-        done: set[str],
+        known: Known,
     ) -> Iterator[Event]: ...
 
     def describe_model(self) -> dict[str, Any]: ...

@@ -7,11 +7,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from userturn.backends import load_backend
-from userturn.config import RunConfig
 from userturn.run.events import Event
 from userturn.run.executors import Job
+from userturn.run.probes.base import Known, Probe
 from userturn.run.worker import ItemWorker
-from userturn.rundir.records import AnswerRecord
 
 
 class LocalExecutor:
@@ -20,23 +19,26 @@ class LocalExecutor:
 
     def run_model(
         self,
+        probe: Probe,
         model: str,
-        cfg: RunConfig,
         date: dt.date,
         config_id: str,
         jobs: list[Job],
-        known: dict[str, AnswerRecord],
-        done: set[str],
+        known: Known,
     ) -> Iterator[Event]:
-        backend = load_backend(model, defaults={"base_url": cfg.base_url})
+        backend = load_backend(model, defaults={"base_url": probe.cfg.base_url})
         try:
-            worker = ItemWorker(backend, cfg, date, config_id)
+            worker = ItemWorker(backend, probe.cfg, date, config_id)
             self._described = worker.describe()
-            size = max(1, backend.batch_items)
-            for job in jobs:
-                for start in range(0, len(job.items), size):
-                    chunk = job.items[start : start + size]
-                    yield from worker.process(chunk, job.dataset, known, done, job.items)
+            stage = probe.stage(worker)
+            try:
+                size = max(1, backend.batch_items)
+                for job in jobs:
+                    for start in range(0, len(job.items), size):
+                        chunk = job.items[start : start + size]
+                        yield from stage.process(chunk, job.dataset, known, job.items)
+            finally:
+                stage.close()
         finally:
             backend.close()
 

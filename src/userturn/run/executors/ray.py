@@ -1,6 +1,7 @@
 """``--executor ray [--address ADDR] [--workers N]``: items sharded over Ray actors.
 
-Each actor holds its own backend and ``run.worker.ItemWorker``; it never touches the store.
+Each actor holds its own backend, ``run.worker.ItemWorker`` and the probe's stage (a
+rollout's actor loads its own steering judge); it never touches the store.
 The driver cuts every job into the same chunks the local executor would
 (``backend.batch_items`` items), gives chunk ``i`` to actor ``i % N`` (deterministic, so a
 rerun shards the same way), and yields the events of each chunk back to the driver
@@ -34,35 +35,44 @@ from userturn.datasets import Dataset
 from userturn.errors import UserError
 from userturn.run.events import Event
 from userturn.run.executors import Job
+from userturn.run.probes.base import Known, Probe, Stage
 from userturn.run.worker import ItemWorker
-from userturn.rundir.records import AnswerRecord
 from userturn.types import Item
 
 log = logging.getLogger(__name__)
 
 
 class ItemActor:
-    """One Ray actor: a backend plus an ``ItemWorker`` (made a Ray actor below).
+    """One Ray actor: a backend, an ``ItemWorker`` and the probe's stage (made a Ray
+    actor below).
 
     The backend loads in ``setup`` rather than ``__init__``: Ray keeps the exception of a
     failed method (a ``UserError`` comes back as itself) but only the text of a failed
     constructor.
     """
 
-    def __init__(
-        self, datasets: list[Dataset], known: dict[str, AnswerRecord], done: set[str]
-    ) -> None:
+    def __init__(self, datasets: list[Dataset], known: Known) -> None:
         self.datasets = datasets
         self.known = known
-        self.done = done
+        self.stage: Stage | None = None
 
-    def setup(self, model: str, cfg: RunConfig, date: dt.date, config_id: str) -> dict[str, Any]:
-        self.backend = load_backend(model, defaults={"base_url": cfg.base_url})
-        self.worker = ItemWorker(self.backend, cfg, date, config_id)
-        return self.worker.describe()
+    def setup(self, probe: Probe, model: str, date: dt.date, config_id: str) -> dict[str, Any]:
+        self.backend = load_backend(model, defaults={"base_url": probe.cfg.base_url})
+        worker = ItemWorker(self.backend, probe.cfg, date, config_id)
+        self.stage = probe.stage(worker)
+        return worker.describe()
 
     def process(self, job: int, items: list[Item], pool: list[Item]) -> list[Event]:
-        return list(self.worker.process(items, self.datasets[job], self.known, self.done, pool))
+        assert self.stage is not None, "setup runs first"
+        return list(self.stage.process(items, self.datasets[job], self.known, pool))
+
+    def close(self) -> None:
+        """The stage's judges and the backend, before the actor is killed."""
+        if self.stage is not None:
+            self.stage.close()
+        backend = getattr(self, "backend", None)
+        if backend is not None:
+            backend.close()
 
 
 _RemoteActor = ray.remote(ItemActor)
@@ -83,6 +93,15 @@ def _unwrap(exc: Exception) -> Exception:
     while cause is not None and not isinstance(cause, UserError):
         cause = getattr(cause, "cause", None) or cause.__cause__
     return cause if isinstance(cause, UserError) else exc
+
+
+def _close(actors: list[Any]) -> None:
+    """Let each actor close its stage and backend (best effort: a dead actor is killed
+    all the same)."""
+    try:
+        ray.get([a.close.remote() for a in actors], timeout=60)
+    except Exception as exc:
+        log.debug("closing Ray actors: %s", exc)
 
 
 class RayExecutor:
@@ -117,25 +136,24 @@ class RayExecutor:
 
     def run_model(
         self,
+        probe: Probe,
         model: str,
-        cfg: RunConfig,
         date: dt.date,
         config_id: str,
         jobs: list[Job],
-        known: dict[str, AnswerRecord],
-        done: set[str],
+        known: Known,
     ) -> Iterator[Event]:
+        cfg = probe.cfg
         started = self._connect()
         actors: list[Any] = []
         try:
             opts = self._actor_options(model)
             datasets = ray.put([j.dataset for j in jobs])
-            known_ref, done_ref = ray.put(known), ray.put(done)
+            known_ref = ray.put(known)
             actors = [
-                _RemoteActor.options(**opts).remote(datasets, known_ref, done_ref)
-                for _ in range(cfg.workers)
+                _RemoteActor.options(**opts).remote(datasets, known_ref) for _ in range(cfg.workers)
             ]
-            described = self._get([a.setup.remote(model, cfg, date, config_id) for a in actors])
+            described = self._get([a.setup.remote(probe, model, date, config_id) for a in actors])
             self._described = {**described[0], "executor": "ray", "workers": cfg.workers}
             plan = chunk_plan(
                 [len(j.items) for j in jobs], described[0]["batch_items"], cfg.workers
@@ -147,6 +165,7 @@ class RayExecutor:
             ]
             yield from self._in_order(refs)
         finally:
+            _close(actors)
             for actor in actors:
                 ray.kill(actor)
             if started:
