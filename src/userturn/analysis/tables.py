@@ -503,7 +503,7 @@ def _spread_corrected_col(share: str) -> Column:
     """One corrected share of the item spread (``items_<share>_corrected``) with its CI."""
     name = f"items_{share}_corrected"
 
-    def shown(r: CellSummary) -> str:
+    def shown(r: JudgedCell) -> str:
         low, high = getattr(r, f"{name}_ci_low"), getattr(r, f"{name}_ci_high")
         return rate_ci(getattr(r, name), low, high) if low is not None else "–"
 
