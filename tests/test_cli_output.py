@@ -20,7 +20,7 @@ import pytest
 from rich.console import Console
 
 from userturn.analysis import run_table as results
-from userturn.analysis.cell import CellSummary, GenerateCell, cell_from_json
+from userturn.analysis.cell import CellSummary, GenerateCell, RolloutCell, cell_from_json
 from userturn.analysis.tables import Table
 from userturn.cli import main, output
 
@@ -150,8 +150,8 @@ def test_table_shape_is_the_same_for_any_grid() -> None:
 def test_the_rollout_table_prints_survival_beside_its_null_floor() -> None:
     """Survival is not corrected, so its shown value carries what the judge reports when
     no turn is genuine; the csv and json keep the floor as a number of its own."""
-    cell = CellSummary(
-        "m", "d", 1.0, "none", "offline", "c", probe="rollout", turn=2, n=8, rate=0.5,
+    cell = RolloutCell(
+        "m", "d", 1.0, "none", "offline", "c", turn=2, n=8, rate=0.5,
         ci_low=0.2, ci_high=0.8, survival=0.25, survival_ci_low=0.05, survival_ci_high=0.6,
         survival_null=0.0179,
     )  # fmt: skip
