@@ -202,6 +202,22 @@ LIKELIHOOD_MEASURES = ("pmi_share", "pmi_excess_share", "pmi_mean", "role_share"
 """The likelihood probe's measures shown side by side (their CIs are in each run's table)."""
 
 
+def _matched(key: MatchKey, ca: CellSummary, cb: CellSummary) -> dict[str, Any]:
+    """What every row says of the two cells it matched, whatever their probe."""
+    return {
+        "dataset": key[0],
+        "temperature": key[1],
+        "perturbation": key[2],
+        "judge": key[3],
+        "model_a": ca.model,
+        "model_b": cb.model,
+        "config_a": ca.config,
+        "config_b": cb.config,
+        "n_a": ca.n,
+        "n_b": cb.n,
+    }
+
+
 def _row(key: MatchKey, a: Side, b: Side) -> CompareRow:
     ca, cb = a.summary, b.summary
     if not (isinstance(ca, JudgedCell) and isinstance(cb, JudgedCell)):
@@ -210,16 +226,7 @@ def _row(key: MatchKey, a: Side, b: Side) -> CompareRow:
     acc, alo, ahi, amethod = _acc_diff(a, b, ca, cb)
     rd = None if ca.rate is None or cb.rate is None else cb.rate - ca.rate
     return CompareRow(
-        dataset=key[0],
-        temperature=key[1],
-        perturbation=key[2],
-        judge=key[3],
-        model_a=ca.model,
-        model_b=cb.model,
-        config_a=ca.config,
-        config_b=cb.config,
-        n_a=ca.n,
-        n_b=cb.n,
+        **_matched(key, ca, cb),
         rate_a=ca.rate,
         rate_b=cb.rate,
         rate_diff=rd,
@@ -244,16 +251,7 @@ def _likelihood_row(key: MatchKey, ca: CellSummary, cb: CellSummary) -> CompareR
     """A likelihood cell has no judged rate: its measures are compared side by side."""
     assert isinstance(ca, LikelihoodCell) and isinstance(cb, LikelihoodCell), "same probe"
     return CompareRow(
-        dataset=key[0],
-        temperature=key[1],
-        perturbation=key[2],
-        judge=key[3],
-        model_a=ca.model,
-        model_b=cb.model,
-        config_a=ca.config,
-        config_b=cb.config,
-        n_a=ca.n,
-        n_b=cb.n,
+        **_matched(key, ca, cb),
         rate_a=None,
         rate_b=None,
         rate_diff=None,
