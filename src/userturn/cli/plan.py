@@ -25,7 +25,7 @@ from userturn.judges import normalize_judge_spec
 from userturn.perturb import load_perturbation
 from userturn.redact import redact
 from userturn.run import driver
-from userturn.run.executors import Job
+from userturn.run.probes.base import Job
 from userturn.run.worker import samples_at
 from userturn.rundir.store import STORE_NAME, open_run
 

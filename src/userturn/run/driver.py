@@ -33,10 +33,11 @@ from userturn.errors import UserError, read_text
 from userturn.judges import Judge, load_judge
 from userturn.perturb import load_perturbation
 from userturn.run.events import AnswerEvent, JudgmentEvent, LikelihoodEvent, UserEvent
-from userturn.run.executors import Job, make_executor
+from userturn.run.executors import make_executor
 from userturn.run.judge_stage import JudgeTally, judge_rows
 from userturn.run.outputs import KEPT, manifest, write_json, write_manifest, write_outputs
 from userturn.run.probes import Probe, probe_for
+from userturn.run.probes.base import Job
 from userturn.rundir.keys import content_key
 from userturn.rundir.records import UserTurnRecord
 from userturn.rundir.store import STORE_NAME, Store, hold, open_run

@@ -9,25 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from userturn.config import RunConfig
-from userturn.datasets import Dataset
 from userturn.errors import missing_extra
 from userturn.run.events import Event
-from userturn.types import Item
-
-if TYPE_CHECKING:
-    from userturn.run.probes.base import Known, Probe
-
-
-@dataclass
-class Job:
-    """One dataset's selected items."""
-
-    dataset: Dataset
-    items: list[Item]
+from userturn.run.probes.base import Job, Known, Probe
 
 
 class Executor(Protocol):

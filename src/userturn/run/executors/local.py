@@ -8,8 +8,7 @@ from typing import Any
 
 from userturn.backends import load_backend
 from userturn.run.events import Event
-from userturn.run.executors import Job
-from userturn.run.probes.base import Known, Probe
+from userturn.run.probes.base import Job, Known, Probe
 from userturn.run.worker import ItemWorker
 
 

@@ -34,8 +34,7 @@ from userturn.config import RunConfig
 from userturn.datasets import Dataset
 from userturn.errors import UserError
 from userturn.run.events import Event
-from userturn.run.executors import Job
-from userturn.run.probes.base import Known, Probe, Stage
+from userturn.run.probes.base import Job, Known, Probe, Stage
 from userturn.run.worker import ItemWorker
 from userturn.types import Item
 

@@ -24,8 +24,15 @@ from userturn.types import Item, Judgment
 from userturn.types import Probe as ProbeName
 
 if TYPE_CHECKING:
-    from userturn.run.executors import Job
     from userturn.run.worker import ItemWorker
+
+
+@dataclass
+class Job:
+    """One dataset's selected items: the unit of work a probe counts and an executor runs."""
+
+    dataset: Dataset
+    items: list[Item]
 
 
 @dataclass

@@ -16,7 +16,7 @@ from userturn.types import Item
 from userturn.types import Probe as ProbeName
 
 if TYPE_CHECKING:
-    from userturn.run.executors import Job
+    from userturn.run.probes.base import Job
     from userturn.run.worker import ItemWorker
 
 

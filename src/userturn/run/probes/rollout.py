@@ -53,7 +53,7 @@ from userturn.types import GenRequest, Item, Judgment, Message
 from userturn.types import Probe as ProbeName
 
 if TYPE_CHECKING:
-    from userturn.run.executors import Job
+    from userturn.run.probes.base import Job
     from userturn.run.worker import ItemWorker
 
 log = logging.getLogger(__name__)
