@@ -38,8 +38,8 @@ ROLLOUT = [  # a rollout takes one perturbation
     *("--limit", "2", "--turns", "3", "--judge", "rules", "--perturb", "truncate:0.5"),
 ]
 PROBES = {"generate": GENERATE, "likelihood": LIKELIHOOD, "rollout": ROLLOUT}
-KEY = ("model", "dataset", "T", "perturbation", "judge", "turn")
-DETAIL = ("top failure labels", "unparseable", "accuracy", "corrected [95% CI]", "n")
+KEY = results.KEY
+DETAIL = results.DETAIL
 
 
 @pytest.fixture(scope="module")
@@ -159,3 +159,54 @@ def test_the_rollout_table_prints_survival_beside_its_null_floor() -> None:
     shown = dict(zip(t.columns, t.shown[0], strict=True))
     assert shown["survival [95% CI]"] == "25.0% [5.0%, 60.0%] null 1.8%"
     assert dict(zip(t.raw_columns, t.rows[0], strict=True))["survival_null"] == 0.0179
+
+
+def test_a_sampled_run_prints_gf_at_k_beside_its_null_floor(
+    runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Cells with k > 1 samples show GF@k at their largest k beside the floor a judge with
+    the card's error rates reports when no turn is genuine, and corrected; the csv keeps
+    each as a number, the same as summary.json; greedy cells (one sample) leave it empty."""
+    summary = [c for c in cells(runs["generate"]) if isinstance(c, GenerateCell)]
+    sampled = [c for c in summary if c.samples > 1]
+    assert sampled and any(c.samples == 1 for c in summary)
+    table = results.results_table(summary)
+    assert "GF@k" in table.columns and "GF@k corrected [95% CI]" in table.columns
+    for cell, row in zip(summary, table.shown, strict=True):
+        shown = dict(zip(table.columns, row, strict=True))
+        if cell.samples == 1:
+            assert shown["GF@k"] == shown["GF@k corrected [95% CI]"] == "-"
+            continue
+        assert cell.gf_at_k and cell.gf_at_k_null and cell.gf_at_k_corrected_ci
+        k = max(cell.gf_at_k)
+        assert k == 2  # --samples 2
+        judged, null = cell.gf_at_k[k], cell.gf_at_k_null[k]
+        assert shown["GF@k"] == f"GF@2 {judged:.1%} null {null:.1%}"
+        low, high = cell.gf_at_k_corrected_ci[k]
+        assert shown["GF@k corrected [95% CI]"].startswith(
+            f"{(cell.gf_at_k_corrected or {})[k]:.1%} [{low:.1%}, {high:.1%}]"
+        )
+
+    assert main([*GENERATE, "--out", str(runs["generate"]), "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    by_key = {(c.dataset, c.temperature, c.perturbation, c.judge): c for c in summary}
+    checked = 0
+    for row in rows:
+        cell = by_key[(row["dataset"], float(row["T"]), row["perturbation"], row["judge"])]
+        if cell.samples == 1:
+            assert row["gf_k"] == row["gf_at_k"] == row["gf_at_k_null"] == ""
+            continue
+        assert cell.gf_at_k and cell.gf_at_k_null and cell.gf_at_k_corrected
+        assert int(row["gf_k"]) == 2
+        assert float(row["gf_at_k"]) == pytest.approx(cell.gf_at_k[2])
+        assert float(row["gf_at_k_null"]) == pytest.approx(cell.gf_at_k_null[2])
+        assert float(row["gf_at_k_corrected"]) == pytest.approx(cell.gf_at_k_corrected[2])
+        low, high = (float(row[f"gf_at_k_corrected_ci_{s}"]) for s in ("low", "high"))
+        assert low <= float(row["gf_at_k_corrected"]) <= high
+        # the floor is 1 - sp^2 with the cell's specificity (the rate's correction takes
+        # its sp as the mean of twice as many draws, hence the tolerance)
+        spec = cell.correction_specificity
+        assert spec is not None
+        assert float(row["gf_at_k_null"]) == pytest.approx(1 - spec**2, abs=0.01)
+        checked += 1
+    assert checked == len(sampled)

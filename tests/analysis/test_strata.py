@@ -169,3 +169,17 @@ def test_coverage_when_strata_differ_as_much_as_the_shipped_card(
 
     got = coverage(draw, p, SIMS, seed=7)
     assert got.coverage >= 0.93, got
+
+
+def test_a_backend_spec_of_a_carded_model_gets_its_stratum_and_an_adapter_does_not() -> None:
+    """``hf:smollm2-135m?batch=16`` runs the card's smollm2-135m weights, so it is
+    corrected with that stratum; an adapter trained on top is other weights and is
+    marked as a model the card has not seen."""
+    card = _card()
+    plain = stratified_rate(_cell(13, 50), card, "gsm8k", "smollm2-135m", "smollm")
+    via_hf = stratified_rate(_cell(13, 50), card, "gsm8k", "hf:smollm2-135m?batch=16", "smollm")
+    assert via_hf.strata == plain.strata == {"dataset": "gsm8k", "model": "smollm2-135m"}
+    assert via_hf.rate == plain.rate and via_hf.note == ""
+    for adapter in ("hf:smollm2-135m+sft-user", "hf:smollm2-135m?adapter=/runs/sft"):
+        got = stratified_rate(_cell(13, 50), card, "gsm8k", adapter, "smollm")
+        assert got.strata["model"] is None and "extrapolated" in got.note

@@ -160,6 +160,81 @@ def test_grouped_folds_never_split_a_conversation() -> None:
     assert len(seen) == 20
 
 
+def _out_of_fold(
+    tmp_path: Path, name: str, rows: list[dict[str, Any]]
+) -> tuple[list[set[str]], dict[str, float]]:
+    """Cross-fit the offline recipe on ``rows`` as the card does: the folds (as sets of
+    row ids) and each row's out-of-fold P(genuine)."""
+    from userturn.judges import offline_fit
+
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    ref = offline_fit.load_reference([path])
+    shipped = OfflineJudge(Spec(kind="offline", target="", raw="offline"))
+    judge = offline_fit.CrossFitJudge(ref, shipped)
+    inputs = [JudgeInput(str(r["id"]), tuple(r["messages"]), str(r["user_turn"])) for r in rows]
+    verdicts = judge.judge(inputs)
+    assert all(v.status == "ok" and v.probability is not None for v in verdicts)
+    ids = [str(r["id"]) for r in rows]
+    folds = [{ids[i] for i in test} for _, test in protocol.folds(rows, ref.genuine)]
+    return folds, {i: float(v.probability or 0.0) for i, v in zip(ids, verdicts, strict=True)}
+
+
+def test_out_of_fold_verdicts_ignore_their_own_folds_labels(tmp_path: Path) -> None:
+    """The second half of "the card is optimistic" (issue P, finding 4): a reference
+    turn's card verdict comes from a model that never saw its label. Swapping the
+    reference labels of one fold's rows and fitting again leaves that fold's out-of-fold
+    P(genuine) exactly as it was, while the other folds' models, which train on those
+    rows, move (so a fold whose labels reached its own model would fail here).
+
+    The folds are σ-stratified (``protocol.folds``), so flipping every label of a fold
+    would move conversations between folds; the swap exchanges the labels of a genuine
+    and a degenerate row of one conversation, which keeps each conversation's counts and
+    so the folds. Whole conversations from the realistic reference file keep the two fits
+    to about half a minute on 2 cores."""
+    from shared_files import SHARED
+
+    source = SHARED / "judge_realistic.jsonl"
+    if not source.is_file():
+        pytest.skip(f"{source} not found: check out shared/ beside the repo or set USERTURN_SHARED")
+    every = [json.loads(x) for x in source.read_text(encoding="utf-8").splitlines()]
+    groups = protocol.groups(every)
+    kept = set(list(dict.fromkeys(groups.tolist()))[:SUBSET_GROUPS])
+    rows = [r for r, g in zip(every, groups, strict=True) if g in kept]
+    folds, before = _out_of_fold(tmp_path, "ref", rows)
+    swapped = _swap_labels(rows, folds[0])
+    changed_rows = {r["id"] for r, s in zip(rows, swapped, strict=True) if r != s}
+    assert len(changed_rows) >= 6 and changed_rows <= folds[0]
+    folds_after, after = _out_of_fold(tmp_path, "swapped", swapped)
+    assert folds_after == folds  # the same rows in each fold: four of five fits see the swap
+    own = sorted(folds[0])
+    assert [after[i] for i in own] == [before[i] for i in own]
+    moved = [i for i in before if i not in folds[0] and after[i] != before[i]]
+    assert moved, "no other fold's predictions moved: the swap reached no fit"
+
+
+SUBSET_GROUPS = 30
+"""Conversations in the cross-fit test's subset (all their rows: 90)."""
+
+
+def _swap_labels(rows: list[dict[str, Any]], fold: set[str]) -> list[dict[str, Any]]:
+    """``rows`` with, in each conversation of ``fold``, the reference labels of its
+    genuine and degenerate rows exchanged pairwise (each swapped row's verdict flips)."""
+    out = list(rows)
+    by_group: dict[str, list[int]] = {}
+    for i, g in enumerate(protocol.groups(rows).tolist()):
+        if rows[i]["id"] in fold:
+            by_group.setdefault(str(g), []).append(i)
+    for members in by_group.values():
+        yes = [i for i in members if rows[i]["genuine_followup"]]
+        no = [i for i in members if not rows[i]["genuine_followup"]]
+        for a, b in zip(yes, no, strict=False):
+            keys = ("genuine_followup", "label")
+            out[a] = {**rows[a], **{k: rows[b][k] for k in keys}}
+            out[b] = {**rows[b], **{k: rows[a][k] for k in keys}}
+    return out
+
+
 def test_transfer_and_leave_one_out_splits() -> None:
     files = np.array(["judge_train.jsonl", "judge_realistic.jsonl", "judge_dev.jsonl"])
     split = protocol.transfer(files)

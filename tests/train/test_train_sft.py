@@ -44,9 +44,28 @@ def test_sft_eval_writes_the_before_after_table(sft_out: Path) -> None:
     assert comp["train_eval_overlap"] == []
     md = (ev / "comparison.md").read_text(encoding="utf-8")
     assert "rate before [95% CI]" in md and "| gsm8k | 0 |" in md
-    for side in ("before", "after"):
+    assert "corrected before [95% CI]" in md and "Δ corrected pts [95% CI]" in md
+    sides = {}
+    for side, suffix in (("before", "a"), ("after", "b")):
         cells = json.loads((ev / side / "summary.json").read_text())["cells"]
         assert len(cells) == 1 and cells[0]["accuracy"] is not None
+        sides[side] = cell = cells[0]
+        # each side's corrected rate and CI are its own run table's, through the rules card
+        assert cell["judge_card"] == row["judge_card"] is not None
+        assert row[f"rate_corrected_{suffix}"] == cell["rate_corrected"] is not None
+        assert row[f"rate_corrected_ci_low_{suffix}"] == cell["ci_corrected_low"]
+        assert row[f"rate_corrected_ci_high_{suffix}"] == cell["ci_corrected_high"]
+    before = sides["before"]
+    # the card has neither model name, so both sides use the same strata: the corrected
+    # change is the raw one over the judge's se + sp - 1, with a CI around it
+    assert before["correction_strata"] == sides["after"]["correction_strata"]
+    assert row["rate_corrected_method"] == "paired, shared error rates"
+    youden = before["correction_sensitivity"] + before["correction_specificity"] - 1
+    assert row["rate_corrected_diff"] == pytest.approx(
+        row["rate_diff"] / youden, rel=0.02, abs=1e-9
+    )
+    low, high = row["rate_corrected_diff_ci_low"], row["rate_corrected_diff_ci_high"]
+    assert low <= row["rate_corrected_diff"] <= high
     # the same table, through the summary.json contract
     assert main(["compare", str(ev / "before"), str(ev / "after"), "--json"]) == 0
 

@@ -27,7 +27,10 @@ from typing import Any
 from userturn.analysis.cards import judge_cards
 from userturn.analysis.cell import CellSummary, JudgedCell, LikelihoodCell, cell_from_json
 from userturn.analysis.cells import Cell, collect_cells, likelihood_cells
+from userturn.analysis.claims import corrected_paired_delta
+from userturn.analysis.correction import cell_error_draws
 from userturn.analysis.intervals import (
+    BOOTSTRAP_REPS,
     independent_diff_interval,
     newcombe_diff,
     paired_diff_interval,
@@ -48,6 +51,9 @@ class Side:
     per_item: dict[str, tuple[int, int]] | None = None
     correct: dict[str, bool] | None = None
     samples: int = 1
+    card: dict[str, Any] | None = None
+    """The judge's card the summary was corrected with (store sides only): the corrected
+    difference draws the judge's error rates from it."""
 
     @classmethod
     def from_cell(cls, cell: Cell, card: dict[str, Any] | None = None) -> Side:
@@ -59,6 +65,7 @@ class Side:
             {k: (v[0], v[1]) for k, v in cell.per_item.items()},
             correct,
             max(cell.max_samples, 1),
+            card,
         )
 
 
@@ -138,6 +145,46 @@ def _rate_diff(
     return lo, hi, method
 
 
+SHARED_ERRORS = "paired, shared error rates"
+"""``rate_corrected_method`` when the corrected difference has a CI."""
+
+
+def _corrected_diff(
+    a: Side, b: Side, ca: JudgedCell, cb: JudgedCell, raw_ci: tuple[float | None, float | None]
+) -> tuple[float | None, float | None, float | None, str]:
+    """B − A corrected for the judge's errors: (difference, CI low, CI high, method).
+
+    When both sides were corrected with the same card and the same strata of it (the
+    judge is taken to err alike on both, as the per-side corrections assume) and their
+    items match, the Rogan–Gladen specificity term cancels: the difference is the paired
+    raw one over Youden's J, with the interval the run's perturbation and temperature
+    deltas use (``claims.corrected_paired_delta``). Otherwise the two corrected rates
+    rest on different error rates, or on no per-item data (a summary.json alone), and
+    no joint draw of both exists here: the difference of the corrected rates is given
+    without a CI, and the method says why.
+    """
+    if ca.rate_corrected is None or cb.rate_corrected is None:
+        return None, None, None, ""
+    why = ""
+    if a.per_item is None or b.per_item is None or a.card is None:
+        why = "no per-item data"
+    elif set(a.per_item) != set(b.per_item):
+        why = "items differ"
+    elif ca.judge_card != cb.judge_card or ca.correction_strata != cb.correction_strata:
+        why = "sides corrected with different card strata"
+    if why or a.per_item is None or b.per_item is None or a.card is None:
+        return cb.rate_corrected - ca.rate_corrected, None, None, f"no CI: {why}"
+    draws = cell_error_draws(a.card, ca.dataset, ca.model, ca.family, reps=BOOTSTRAP_REPS)
+    items = sorted(a.per_item)
+    got = corrected_paired_delta(
+        [b.per_item[i] for i in items],
+        [a.per_item[i] for i in items],
+        raw_ci,
+        draws.sens + draws.spec - 1,
+    )
+    return got.delta, got.ci_low, got.ci_high, SHARED_ERRORS
+
+
 def _acc_diff(
     a: Side, b: Side, ca: JudgedCell, cb: JudgedCell
 ) -> tuple[float | None, float | None, float | None, str]:
@@ -193,6 +240,17 @@ class CompareRow:
     unparseable_b: int
     likelihood: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
     """Likelihood cells: each version 2 measure in A and in B (``LIKELIHOOD_MEASURES``)."""
+    rate_corrected_ci_low_a: float | None = None
+    rate_corrected_ci_high_a: float | None = None
+    rate_corrected_ci_low_b: float | None = None
+    rate_corrected_ci_high_b: float | None = None
+    """Each side's corrected rate CI, as its own run's summary.json has it."""
+    rate_corrected_diff: float | None = None
+    rate_corrected_diff_ci_low: float | None = None
+    rate_corrected_diff_ci_high: float | None = None
+    rate_corrected_method: str = ""
+    """How the corrected difference was found (:func:`_corrected_diff`); "" when a side
+    has no corrected rate."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -224,6 +282,7 @@ def _row(key: MatchKey, a: Side, b: Side) -> CompareRow:
         return _likelihood_row(key, ca, cb)
     lo, hi, method = _rate_diff(a, b, ca, cb)
     acc, alo, ahi, amethod = _acc_diff(a, b, ca, cb)
+    fixed, flo, fhi, fmethod = _corrected_diff(a, b, ca, cb, (lo, hi))
     rd = None if ca.rate is None or cb.rate is None else cb.rate - ca.rate
     return CompareRow(
         **_matched(key, ca, cb),
@@ -244,6 +303,14 @@ def _row(key: MatchKey, a: Side, b: Side) -> CompareRow:
         accuracy_method=amethod,
         unparseable_a=ca.failed,
         unparseable_b=cb.failed,
+        rate_corrected_ci_low_a=ca.ci_corrected_low,
+        rate_corrected_ci_high_a=ca.ci_corrected_high,
+        rate_corrected_ci_low_b=cb.ci_corrected_low,
+        rate_corrected_ci_high_b=cb.ci_corrected_high,
+        rate_corrected_diff=fixed,
+        rate_corrected_diff_ci_low=flo,
+        rate_corrected_diff_ci_high=fhi,
+        rate_corrected_method=fmethod,
     )
 
 

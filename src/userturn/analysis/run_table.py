@@ -35,6 +35,23 @@ RATE = ("rate", "ci_low", "ci_high")
 HEADLINE = ("genuine rate [95% CI]", "genuine [95% CI]", "PMI > 0 [95% CI]")
 """The column of each probe's table that leaves a narrow grid last."""
 SURVIVAL = ("survival", "survival_ci_low", "survival_ci_high")
+GF_AT_K = "GF@k"
+GF_AT_K_CORRECTED = "GF@k corrected [95% CI]"
+DETAIL = (
+    "top failure labels",
+    "unparseable",
+    GF_AT_K_CORRECTED,
+    GF_AT_K,
+    "accuracy",
+    "corrected [95% CI]",
+    "n",
+)
+"""The columns that leave a narrow grid first, in this order (then the others from the
+right; the headline last): the GF@k pair goes before accuracy and the corrected rate,
+which every cell has, and its corrected value before the judged one, whose null floor is
+the quick read."""
+KEY = ("model", "dataset", "T", "perturbation", "judge", "turn")
+"""The columns that name a row in the entries under the grid."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +125,80 @@ def _corrected(c: JudgedCell) -> str:
     return pct_ci(c.rate_corrected, c.ci_corrected_low, c.ci_corrected_high) + mark
 
 
+def _top_k(c: JudgedCell) -> int | None:
+    """The largest k of the cell's GF@k when it is above 1 (one sample per context has
+    no GF@k to show beyond the rate itself), else None."""
+    k = max(c.gf_at_k or {}, default=0)
+    return k if k > 1 else None
+
+
+def _gf_value(field: str) -> Getter:
+    """A GF@k field (a dict by k) at the cell's largest k, for the machine columns."""
+
+    def get(c: JudgedCell) -> float | None:
+        k = _top_k(c)
+        return None if k is None else (getattr(c, field) or {}).get(k)
+
+    return get
+
+
+def _gf_ci(side: int) -> Getter:
+    def get(c: JudgedCell) -> float | None:
+        k = _top_k(c)
+        ci = None if k is None else (c.gf_at_k_corrected_ci or {}).get(k)
+        return None if ci is None else ci[side]
+
+    return get
+
+
+def _gf_at_k(c: JudgedCell) -> str:
+    """``GF@2 75.0% null 44.6%``: judged GF@k at the cell's largest k beside its null
+    floor, what a judge with the card's error rates reports when no turn is genuine (a
+    floor near the value leaves no evidence of genuine follow-ups). The k is in the
+    value because the rows of one run differ in k (T=0 takes one sample)."""
+    k = _top_k(c)
+    value = _gf_value("gf_at_k")(c)
+    if k is None or value is None:
+        return "-"
+    null = _gf_value("gf_at_k_null")(c)
+    return f"GF@{k} {value:.1%}" + ("" if null is None else f" null {null:.1%}")
+
+
+def _gf_at_k_corrected(c: JudgedCell) -> str:
+    """Corrected GF@k with its CI, marked as the corrected rate is when the card's error
+    rates were extrapolated to this cell."""
+    text = pct_ci(_gf_value("gf_at_k_corrected")(c), _gf_ci(0)(c), _gf_ci(1)(c))
+    return text + ("*" if text != "-" and extrapolated(c) else "")
+
+
+def _gf_columns(cells: Sequence[JudgedCell]) -> list[Col]:
+    """GF@k beside its null floor and corrected, shown when some cell has k > 1; the
+    machine columns are there for any grid (empty where a cell has one sample)."""
+    shown = any(_top_k(c) is not None for c in cells)
+    return [
+        Col(
+            GF_AT_K,
+            _gf_at_k,
+            (
+                ("gf_k", _top_k),
+                ("gf_at_k", _gf_value("gf_at_k")),
+                ("gf_at_k_null", _gf_value("gf_at_k_null")),
+            ),
+            shown,
+        ),
+        Col(
+            GF_AT_K_CORRECTED,
+            _gf_at_k_corrected,
+            (
+                ("gf_at_k_corrected", _gf_value("gf_at_k_corrected")),
+                ("gf_at_k_corrected_ci_low", _gf_ci(0)),
+                ("gf_at_k_corrected_ci_high", _gf_ci(1)),
+            ),
+            shown and any(c.gf_at_k_corrected for c in cells),
+        ),
+    ]
+
+
 def _labels(c: JudgedCell) -> str:
     return top_labels(c.labels, exclude=("plausible_followup",))
 
@@ -159,6 +250,7 @@ def results_table(cells: list[CellSummary]) -> Table:
             ),
             bool(cards_used(judged)),
         ),
+        *_gf_columns(judged),
         Col("unparseable", lambda c: str(c.failed), (("unparseable", _attr("failed")),)),
         Col("top failure labels", _labels, (("top_failure_labels", _labels),)),
     ]
@@ -273,6 +365,24 @@ def corrected_note(every: Sequence[CellBase]) -> str | None:
         f" removed (Rogan-Gladen with judge card {', '.join(cards)}{where}; strata"
         " partially pooled; CI over items, the strata's reference turns and the spread"
         f" between strata){marked}; `userturn judge card --judge JUDGE` prints the card"
+    )
+
+
+def gf_note(every: Sequence[CellBase]) -> str | None:
+    """What the GF@k columns are; None when no cell has k > 1 samples (no column)."""
+    cells = [c for c in every if isinstance(c, GenerateCell) and _top_k(c) is not None]
+    if not cells:
+        return None
+    corrected = (
+        "; corrected: through the same error rates, CI over items and those rates"
+        if any(c.gf_at_k_corrected for c in cells)
+        else ""
+    )
+    return (
+        "GF@k: the share of items with at least one genuine turn among k samples (each"
+        " cell's largest k), as judged, beside its null floor: what a judge with the"
+        " card's error rates reports when no turn is genuine (1 - sp^k); a judged value"
+        f" near it is no evidence of genuine follow-ups{corrected} (docs/statistics.md)"
     )
 
 

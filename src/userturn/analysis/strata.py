@@ -113,6 +113,20 @@ def _match(block: dict[str, Any], *names: str) -> str | None:
     return next((n for n in names if n and n in block), None)
 
 
+def named_model(model: str) -> str:
+    """The registered model a spec runs, for matching a card's ``model`` strata.
+
+    ``hf:smollm2-135m?batch=16`` runs the same weights as ``smollm2-135m`` (the backend
+    and its options change how, not what), so it gets that model's stratum rather than
+    the wider draws of an unseen model. A trained adapter (``...+sft-user``, or an
+    ``adapter=`` option) is other weights: it stays unmatched, and the note says so.
+    """
+    if "+" in model or "adapter=" in model:
+        return model
+    name = model.split("?", 1)[0]
+    return name.split(":", 1)[1] if ":" in name else name
+
+
 def _clip(p: np.ndarray) -> np.ndarray:
     out: np.ndarray = np.clip(p, 1e-9, 1 - 1e-9)
     return out
@@ -145,7 +159,7 @@ def error_draws(
     axis = next((a for a in SHIFTS if strata.get(a)), None)
     if axis is not None:
         block = strata[axis]
-        found = _match(block, model, family)
+        found = _match(block, model, named_model(model), family)
         if found is None and axis == "model" and strata.get("family"):
             axis, block = "family", strata["family"]
             found = _match(block, family)

@@ -263,13 +263,12 @@ def print_results(result: driver.RunResult, fmt: output.Format = "table") -> Non
     if fmt == "json":
         print(json.dumps({"cells": [c.to_json() for c in result.cells]}, indent=2))
     else:
-        key = ("model", "dataset", "T", "perturbation", "judge", "turn")
-        detail = ("top failure labels", "unparseable", "accuracy", "corrected [95% CI]", "n")
         table = results.results_table(result.cells)
-        output.emit(table, fmt, detail=detail, key=key, keep=results.HEADLINE)
-        note = results.corrected_note([c for c in result.cells if isinstance(c, GenerateCell)])
-        if note:
-            output.note(note, fmt)
+        output.emit(table, fmt, detail=results.DETAIL, key=results.KEY, keep=results.HEADLINE)
+        generated = [c for c in result.cells if isinstance(c, GenerateCell)]
+        for note in (results.corrected_note(generated), results.gf_note(generated)):
+            if note:
+                output.note(note, fmt)
     warning = results.truncation_warning(result.cells)
     if warning:
         output.note(warning, fmt)

@@ -170,29 +170,40 @@ class ItemWorker:
         ]
         results = self._generate(reqs, [item for item, *_ in todo])
         for (item, key, prompt, _), res in zip(todo, results, strict=True):
-            comp = res.completions[0]
-            parts = split_reasoning(comp.text, opened=self.markers.opens_reasoning)
+            yield AnswerEvent(self.completed_answer(item, key, prompt, res, dataset), item, True)
+
+    def completed_answer(
+        self, item: Item, key: str, prompt: str, res: GenResult, dataset: Dataset | None = None
+    ) -> AnswerRecord:
+        """The record of an assistant turn this model wrote (``res``'s first completion
+        of ``prompt``), for the probe's answers and a rollout's replies alike, so the two
+        never drift apart in what they keep. ``dataset`` scores it (an answer cut inside
+        its reasoning scores as wrong) and keeps the item's gold data for rescoring; a
+        rollout's later replies are not scored (None)."""
+        comp = res.completions[0]
+        parts = split_reasoning(comp.text, opened=self.markers.opens_reasoning)
+        score = None
+        if dataset is not None:
             score = dataset.score(item, parts.final) if parts.complete else _no_final(dataset)
-            rec = AnswerRecord(
-                key=key,
-                item_id=item.id,
-                dataset=item.dataset,
-                model=self.backend.model_id,
-                config=self.config_id,
-                text=comp.text,
-                final=parts.final,
-                finish=answer_finish(comp.finish, parts),
-                reasoning=parts.reasoning,
-                completion_tokens=comp.completion_tokens,
-                prompt_sha=sha256(prompt),
-                template_sha=self.template.sha,
-                prompt_tokens=res.prompt_tokens,
-                prompt_tokens_reused=res.prompt_tokens_reused,
-                correct=None if score is None else score.get("correct"),
-                score=score,
-                reference=item.reference,
-            )
-            yield AnswerEvent(rec, item, generated=True)
+        return AnswerRecord(
+            key=key,
+            item_id=item.id,
+            dataset=item.dataset,
+            model=self.backend.model_id,
+            config=self.config_id,
+            text=comp.text,
+            final=parts.final,
+            finish=answer_finish(comp.finish, parts),
+            reasoning=parts.reasoning,
+            completion_tokens=comp.completion_tokens,
+            prompt_sha=sha256(prompt),
+            template_sha=self.template.sha,
+            prompt_tokens=res.prompt_tokens,
+            prompt_tokens_reused=res.prompt_tokens_reused,
+            correct=None if score is None else score.get("correct"),
+            score=score,
+            reference=None if dataset is None else item.reference,
+        )
 
     def record_key(self, dataset: str, prompt_sha: str, stage: str, *parts: Any) -> str:
         """What produced a record: config, dataset, model, template, prompt, stage, params."""

@@ -30,6 +30,13 @@ log = logging.getLogger(__name__)
 COMPARISON_JSON = "comparison.json"
 COMPARISON_MD = "comparison.md"
 
+CORRECTED_COLUMNS = (
+    "corrected before [95% CI]",
+    "corrected after [95% CI]",
+    "Δ corrected pts [95% CI]",
+)
+"""Shown when some row's judge has a card; comparison.json has the numbers on every row."""
+
 
 @dataclass
 class BeforeAfter:
@@ -101,10 +108,14 @@ def before_after_table(
     rows: list[CompareRow], before: list[CellSummary], after: list[CellSummary]
 ) -> Table:
     """Per matched cell (one per T): each side's rate with its own 95% CI, the change
-    with its CI (``compare_runs``: paired cluster bootstrap when the items match), and
-    accuracy before/after."""
+    with its CI (``compare_runs``: paired cluster bootstrap when the items match), the
+    same three corrected for the judge's errors when its judge has a card (the run
+    tables' correction, and the paired corrected Δ of ``compare_runs``: a raw change is
+    shrunk by the judge's se + sp - 1, and a raw rate near the judge's false-positive
+    rate is no evidence), and accuracy before/after."""
     cells_b = {_key(c): c for c in before}
     cells_a = {_key(c): c for c in after}
+    corrected = any(r.judge_card for r in rows)
     cols = [
         "dataset",
         "T",
@@ -114,6 +125,7 @@ def before_after_table(
         "rate before [95% CI]",
         "rate after [95% CI]",
         "Δ rate pts [95% CI]",
+        *CORRECTED_COLUMNS[: 3 if corrected else 0],
         "accuracy before",
         "accuracy after",
         "Δ accuracy pts [95% CI]",
@@ -124,6 +136,7 @@ def before_after_table(
         k = _key(r)
         b, a = cells_b.get(k), cells_a.get(k)
         n = f"{r.n_a}/{r.n_b}"
+        fixed = [r.rate_corrected_a, r.rate_corrected_b, r.rate_corrected_diff]
         raw.append(
             [
                 *k,
@@ -131,6 +144,7 @@ def before_after_table(
                 r.rate_a,
                 r.rate_b,
                 r.rate_diff,
+                *fixed[: 3 if corrected else 0],
                 r.accuracy_a,
                 r.accuracy_b,
                 r.accuracy_diff,
@@ -147,6 +161,7 @@ def before_after_table(
                 rate_ci(r.rate_a, *_ci(b)),
                 rate_ci(r.rate_b, *_ci(a)),
                 _pts(r.rate_diff, r.rate_ci_low, r.rate_ci_high),
+                *(_corrected_shown(r) if corrected else []),
                 pct(r.accuracy_a),
                 pct(r.accuracy_b),
                 _pts(r.accuracy_diff, r.accuracy_ci_low, r.accuracy_ci_high),
@@ -154,14 +169,31 @@ def before_after_table(
             ]
         )
     models = sorted({f"before={r.model_a}, after={r.model_b}" for r in rows})
+    note = "Δ is after − before in percentage points, with 95% CIs."
+    cards = sorted({r.judge_card for r in rows if r.judge_card})
+    if cards:
+        note += (
+            " Corrected: the judge's error rates for each side's strata removed (Rogan–"
+            f"Gladen with judge card {', '.join(cards)}, as in the run tables); Δ corrected"
+            " is the paired Δ over the judge's se + sp − 1 when both sides use the same"
+            " strata, else the difference of the corrected rates without a CI."
+        )
     return Table(
         "before_after",
         "Genuine follow-up rate before vs after training (" + "; ".join(models) + ")",
         cols,
         raw,
         shown,
-        note="Δ is after − before in percentage points, with 95% CIs.",
+        note=note,
     )
+
+
+def _corrected_shown(r: CompareRow) -> list[str]:
+    return [
+        rate_ci(r.rate_corrected_a, r.rate_corrected_ci_low_a, r.rate_corrected_ci_high_a),
+        rate_ci(r.rate_corrected_b, r.rate_corrected_ci_low_b, r.rate_corrected_ci_high_b),
+        _pts(r.rate_corrected_diff, r.rate_corrected_diff_ci_low, r.rate_corrected_diff_ci_high),
+    ]
 
 
 def eval_config(

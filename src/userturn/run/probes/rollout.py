@@ -30,12 +30,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from userturn.chat import (
-    answer_finish,
     answer_prompt,
     has_thinking_markup,
     history_message,
     sha256,
-    split_reasoning,
     user_turn_prompt,
 )
 from userturn.config import RunConfig
@@ -328,26 +326,9 @@ class RolloutStage:
     def _generate_reply(
         self, conv: Conversation, key: str, prompt: str, params: Any
     ) -> AnswerRecord:
-        backend = self.w.backend
-        res = backend.generate([GenRequest(prompt, "assistant", params, (params.seed,))])[0]
-        comp = res.completions[0]
-        parts = split_reasoning(comp.text, opened=self.w.markers.opens_reasoning)
-        return AnswerRecord(
-            key=key,
-            item_id=conv.item.id,
-            dataset=conv.item.dataset,
-            model=backend.model_id,
-            config=self.w.config_id,
-            text=comp.text,
-            final=parts.final,
-            finish=answer_finish(comp.finish, parts),
-            reasoning=parts.reasoning,
-            completion_tokens=comp.completion_tokens,
-            prompt_sha=sha256(prompt),
-            template_sha=self.w.template.sha,
-            prompt_tokens=res.prompt_tokens,
-            prompt_tokens_reused=res.prompt_tokens_reused,
-        )
+        req = GenRequest(prompt, "assistant", params, (params.seed,))
+        res = self.w.backend.generate([req])[0]
+        return self.w.completed_answer(conv.item, key, prompt, res)
 
 
 def _score(v: Judgment) -> float:
