@@ -26,6 +26,7 @@ ORDER = [
     "p9_likelihood",
     "interval_coverage",
     "p3_transformers",
+    "cascade_oof",
     "cascade_dev",
 ]
 

@@ -1,15 +1,17 @@
-"""Cascade judge: offline settles the clear degenerate cases, the LLM judge the rest.
+"""Cascade judge: offline settles what it is sure of, the LLM judge the rest.
 
-Run: ``.venv/bin/python -m pytest tests/judges/test_cascade.py -q`` (~5 s; the LLM side is
-tests/fault_server.py on 127.0.0.1, so every LLM call is counted).
+Run: ``.venv/bin/python -m pytest tests/judges/test_cascade.py -q`` (~10 s; the LLM side
+is tests/fault_server.py on 127.0.0.1, so every LLM call is counted).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from fault_server import FaultServer
 from userturn.judges import load_judge
-from userturn.judges.cascade import evidence
-from userturn.types import JudgeInput
+from userturn.judges.cascade import HI, LO, SETTLE_VERSION, Settled, evidence, pick_bounds, settle
+from userturn.types import JudgeInput, Judgment, Label
 
 Q = (
     "Natalia sold clips to 48 of her friends in April, and then she sold half as many "
@@ -39,23 +41,80 @@ def test_evidence_is_strict() -> None:
     assert evidence(inp(0, Q), "new_task_prompt") is None  # never settled without an LLM
 
 
+def verdict(genuine: bool, p: float, label: Label, status: str = "ok") -> Judgment:
+    return Judgment("offline", genuine, label, "why", status, probability=p)  # type: ignore[arg-type]
+
+
+def test_settle_keeps_confident_verdicts_only() -> None:
+    turn = inp(0, "Write a poem about the sea.")
+    low = settle(turn, verdict(False, 0.03, "new_task_prompt"), lo=0.08, hi=0.9)
+    assert low == Settled(False, "new_task_prompt", "P(genuine) 0.03 ≤ 0.08")
+    high = settle(turn, verdict(True, 0.95, "plausible_followup"), lo=0.08, hi=0.9)
+    assert high == Settled(True, "plausible_followup", "P(genuine) 0.95 ≥ 0.90")
+    assert settle(turn, verdict(False, 0.5, "new_task_prompt"), lo=0.08, hi=0.9) is None
+    assert settle(turn, verdict(True, 0.5, "plausible_followup"), lo=0.08, hi=0.9) is None
+    # a gate's "not genuine" at a high P(genuine) is not confident either way
+    assert settle(turn, verdict(False, 0.95, "new_task_prompt"), lo=0.08, hi=0.9) is None
+    assert settle(turn, verdict(False, 0.01, "new_task_prompt", "error"), 0.08, 0.9) is None
+    # the evidence path needs no probability at all
+    empty = settle(inp(0, ""), verdict(False, 0.6, "degenerate_short"), lo=0.08, hi=0.9)
+    assert empty == Settled(False, "degenerate_short", "empty output")
+
+
+def test_pick_bounds_holds_each_side_to_the_target() -> None:
+    p = np.array([0.01, 0.02, 0.05, 0.2, 0.5, 0.8, 0.95, 0.97])
+    said = p >= 0.5
+    truth = np.array([False, False, True, False, True, False, True, True])
+    lo, hi = pick_bounds(p, said, truth, np.ones(len(p), dtype=bool), target=0.95)
+    assert (lo, hi) == (0.04, 0.81)  # 0.05 is a genuine turn; 0.8 a degenerate one
+    none = pick_bounds(p, said, ~truth, np.ones(len(p), dtype=bool), target=0.95)
+    assert none == (-1.0, 2.0)  # every confident verdict wrong: nothing is settled
+
+
+def offline_p(turns: list[str]) -> list[tuple[bool | None, float | None]]:
+    judge = load_judge("offline")
+    return [(v.genuine, v.probability) for v in judge.judge([inp(0, t) for t in turns])]
+
+
 def test_cascade_settles_clear_cases_and_sends_the_rest() -> None:
+    """Each path, on turns whose offline P(genuine) is checked first (so a re-fit that
+    moves them fails here, by name, rather than silently testing something else)."""
     turns = [
-        "",  # empty: offline
-        Q,  # verbatim prompt: offline
-        "[[label:plausible_followup]] Why did you divide 48 by 2 for May?",  # LLM
-        "[[label:new_task_prompt]] Write a poem about the sea.",  # LLM
+        "",  # empty: evidence
+        Q,  # verbatim prompt: evidence
+        "i dont get why you added 48 and 24, can you explain that step?",  # confident
+        "Could you explain the May step again? Why half?",  # genuine, not sure enough: LLM
     ]
+    (_, p_high), (_, p_unsure) = offline_p(turns[2:])
+    assert p_high is not None and p_high >= HI, p_high
+    assert p_unsure is not None and LO < p_unsure < HI, p_unsure
     with FaultServer(lifetime=60) as srv:
         judge = load_judge(f"cascade:openai:fault-model?base_url={srv.base_url}&cache=off")
         out = judge.judge([inp(i, t) for i, t in enumerate(turns)])
-        asked = len(srv.hits)
+        asked = [h.key for h in srv.hits]
         judge.close()
     assert judge.id == "cascade:openai:fault-model"
+    assert f"+{SETTLE_VERSION}({LO:g},{HI:g})+" in judge.version
     assert [j.status for j in out] == ["ok"] * 4
-    assert [j.genuine for j in out] == [False, False, True, False]
+    assert [j.genuine for j in out] == [False, False, True, True]
     assert out[0].label == "degenerate_short" and out[1].label == "previous_turn_restate"
-    assert [j.usage["settled_by"] for j in out] == ["offline", "offline", "llm", "llm"]
+    assert [j.usage["settled_by"] for j in out] == ["offline", "offline", "offline", "llm"]
     assert out[0].rationale.startswith("offline (empty output)")
-    assert judge.calls_saved() == 2 and asked == 2
-    assert out[2].label == "plausible_followup" and out[3].label == "new_task_prompt"
+    assert out[2].rationale.startswith(f"offline (P(genuine) {p_high:.2f} ≥ {HI:.2f}): ")
+    assert out[2].usage["calls"] == 0 and out[2].probability == p_high
+    assert judge.calls_saved() == 3 and len(asked) == 1
+    assert not out[3].rationale.startswith("offline")  # the fault server's verdict
+
+
+def test_confidently_degenerate_turn_costs_no_call() -> None:
+    turn = "[[label:plausible_followup]] Write a poem about the sea and the moon."
+    ((said, p),) = offline_p([turn])
+    assert said is False and p is not None and p <= LO, p
+    with FaultServer(lifetime=60) as srv:
+        judge = load_judge(f"cascade:openai:fault-model?base_url={srv.base_url}&cache=off")
+        (out,) = judge.judge([inp(0, turn)])
+        asked = len(srv.hits)
+        judge.close()
+    assert asked == 0 and judge.calls_saved() == 1
+    assert out.genuine is False and out.usage == {"calls": 0, "settled_by": "offline"}
+    assert out.rationale.startswith(f"offline (P(genuine) {p:.2f} ≤ {LO:.2f}): ")

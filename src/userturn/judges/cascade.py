@@ -1,20 +1,34 @@
-"""Cascade judge: the offline judge settles the clear degenerate cases, the LLM judge the rest.
+"""Cascade judge: the offline judge settles the turns it is sure of, the LLM judge the rest.
 
 Spec: ``cascade:<llm judge spec>``, e.g. ``cascade:openai:gpt-5.4-mini`` or
-``cascade:llm:llamacpp:judge.gguf``. Why: most degenerate turns of small models are
-mechanical (empty output, template tokens, a verbatim copy of the prompt or the answer),
-and paying an LLM to say so is waste. But the offline judge is tuned for overall κ, not
-for certainty, so its verdict only settles a turn when an independent, stricter check
-finds the evidence for that same label:
+``cascade:llm:llamacpp:judge.gguf``. Why: many turns are easy (empty output, template
+tokens, a verbatim copy of the prompt, a plainly grounded question), and paying an LLM
+to say so is waste. The offline judge settles a turn without an LLM call in two ways
+(``settle``):
 
-- ``degenerate_short``: no word at all, or at most two words and no question;
-- ``malformed_artifact``: a chat-template or role token the context doesn't contain
-  (special tokens, or a role header leaked as text such as ``ibleymodel`` on its own line);
-- ``previous_turn_restate`` / ``assistant_turn_restate``: at least 8 words, and at least
-  90% of the turn's word 4-grams occur in the user prompt / the assistant answer.
+1. **Evidence**: a degenerate verdict that an independent, stricter check confirms:
 
-Everything else, including every turn the offline judge calls genuine, goes to the LLM
-judge. ``calls_saved()`` counts the turns settled without an LLM call.
+   - ``degenerate_short``: no word at all, or at most two words and no question;
+   - ``malformed_artifact``: a chat-template or role token the context doesn't contain
+     (special tokens, or a role header leaked as text such as ``ibleymodel`` on its own
+     line);
+   - ``previous_turn_restate`` / ``assistant_turn_restate``: at least 8 words, and at
+     least 90% of the turn's word 4-grams occur in the user prompt / the assistant answer.
+
+2. **Confidence**: the offline judge's calibrated P(genuine) is at most ``LO`` and its
+   verdict is "not genuine" (the label is offline's), or at least ``HI`` and its verdict
+   is "genuine". ``LO`` and ``HI`` were chosen on grouped out-of-fold probabilities of the
+   1,107 reference turns (``bench/cascade_oof.py`` prints the choice; ``pick_bounds``
+   makes it): the widest bounds whose settled turns, on each side, agree with the
+   reference labels at least ``TARGET`` of the time, above the 90.5% at which the paper's
+   LLM judge agrees with blinded people. Out-of-fold, 68% of the reference turns were
+   settled, 95.4% of them right; on small models' turns 0.91-0.93 (docs/benchmarks.md).
+   A settled verdict is thus more often right than that LLM judge is on average, though
+   perhaps not than it is on these easy turns.
+
+Everything else goes to the LLM judge. ``calls_saved()`` counts the turns settled
+without an LLM call. The version carries ``SETTLE_VERSION`` and the bounds, so verdicts
+stored under an older settle rule are re-judged rather than mixed in.
 """
 
 from __future__ import annotations
@@ -22,7 +36,9 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from userturn.judges import load_judge
 from userturn.judges.base import Judge
@@ -42,6 +58,18 @@ _TOKEN = re.compile(
 what a template's turn header looks like once its special tokens are gone."""
 MIN_RESTATE_WORDS = 8
 MIN_NGRAM_OVERLAP = 0.9
+TARGET = 0.95
+"""Agreement with the reference labels that the turns settled on each side must reach
+(out-of-fold) for ``pick_bounds``: above the paper's LLM judge against people (90.5%)."""
+LO = 0.17
+"""Settle as not genuine at P(genuine) <= LO (``pick_bounds`` on the out-of-fold
+probabilities of the 1,107 reference turns, 2026-12-02)."""
+HI = 0.88
+"""Settle as genuine at P(genuine) >= HI (chosen with ``LO``)."""
+SETTLE_VERSION = "settle-2"
+"""Bump when the settle rule changes (``settle-1``: evidence only); the bounds enter the
+cascade's version on their own."""
+GRID = np.round(np.arange(0.0, 1.0001, 0.01), 2)
 
 
 def _words(text: str) -> list[str]:
@@ -85,6 +113,63 @@ def evidence(inp: JudgeInput, label: Label | None) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Settled:
+    """A verdict the cascade takes from the offline judge without asking the LLM."""
+
+    genuine: bool
+    label: Label
+    why: str
+
+
+def settle(inp: JudgeInput, verdict: Judgment, lo: float = LO, hi: float = HI) -> Settled | None:
+    """The offline verdict, if the cascade may keep it (module docstring), else None.
+
+    The one settle rule: the cascade applies it, and ``bench/cascade_oof.py`` and
+    ``bench/cascade_dev.py`` measure it, so the figures are those of the shipped rule.
+    """
+    if verdict.status != "ok" or verdict.genuine is None or verdict.label is None:
+        return None
+    if verdict.genuine is False:
+        why = evidence(inp, verdict.label)
+        if why is not None:
+            return Settled(False, verdict.label, why)
+    p = verdict.probability
+    if p is None:
+        return None
+    if verdict.genuine is False and p <= lo:
+        return Settled(False, verdict.label, f"P(genuine) {p:.2f} ≤ {lo:.2f}")
+    if verdict.genuine is True and p >= hi:
+        return Settled(True, verdict.label, f"P(genuine) {p:.2f} ≥ {hi:.2f}")
+    return None
+
+
+def pick_bounds(
+    p: np.ndarray, said: np.ndarray, truth: np.ndarray, free: np.ndarray, target: float = TARGET
+) -> tuple[float, float]:
+    """``(LO, HI)``: the widest bounds on ``GRID`` whose settled turns reach ``target``.
+
+    Args:
+        p: P(genuine) per turn, out-of-fold (a turn's model never saw its conversation).
+        said: the offline verdict per turn (True: genuine).
+        truth: the reference label per turn.
+        free: turns confidence may settle (an ok verdict the evidence path left open).
+        target: the least share of each side's settled turns that must match ``truth``.
+
+    Each side is held to ``target`` on its own, so a very accurate side cannot carry a
+    weak one. A side with no admissible bound gets one no probability reaches (-1 or 2).
+    """
+    lo, hi = -1.0, 2.0
+    for t in GRID:
+        low = free & ~said & (p <= t)
+        if low.any() and np.mean(~truth[low]) >= target:
+            lo = float(t)
+        high = free & said & (p >= t)
+        if high.any() and np.mean(truth[high]) >= target and hi > 1.0:
+            hi = float(t)
+    return lo, hi
+
+
 class CascadeJudge(Judge):
     def __init__(
         self,
@@ -101,7 +186,9 @@ class CascadeJudge(Judge):
         self.llm = LLMJudge(
             Spec("llm", target, raw=f"llm:{target}"), base_url=base_url, models=models, cache=cache
         )
-        self.version = f"{self.offline.version}+{self.llm.version}"
+        self.lo, self.hi = LO, HI
+        settle_rule = f"{SETTLE_VERSION}({self.lo:g},{self.hi:g})"
+        self.version = f"{self.offline.version}+{settle_rule}+{self.llm.version}"
         self._saved = 0
 
     @property
@@ -118,12 +205,8 @@ class CascadeJudge(Judge):
         """The offline-settled turns at once, then the LLM's verdicts as they return."""
         todo = []
         for i, (inp, verdict) in enumerate(zip(inputs, self.offline.judge(inputs), strict=True)):
-            why = (
-                evidence(inp, verdict.label)
-                if verdict.status == "ok" and verdict.genuine is False
-                else None
-            )
-            if why is None:
+            settled = settle(inp, verdict, self.lo, self.hi)
+            if settled is None:
                 todo.append(i)
                 continue
             self._saved += 1
@@ -131,9 +214,9 @@ class CascadeJudge(Judge):
                 i,
                 Judgment(
                     self.id,
-                    False,
-                    verdict.label,
-                    f"offline ({why}): {verdict.rationale}",
+                    settled.genuine,
+                    settled.label,
+                    f"offline ({settled.why}): {verdict.rationale}",
                     usage={"calls": 0, "settled_by": "offline"},
                     probability=verdict.probability,
                     challenges_answer=verdict.challenges_answer,
