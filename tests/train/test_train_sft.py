@@ -55,17 +55,18 @@ def test_sft_eval_writes_the_before_after_table(sft_out: Path) -> None:
         assert row[f"rate_corrected_{suffix}"] == cell["rate_corrected"] is not None
         assert row[f"rate_corrected_ci_low_{suffix}"] == cell["ci_corrected_low"]
         assert row[f"rate_corrected_ci_high_{suffix}"] == cell["ci_corrected_high"]
-    before = sides["before"]
-    # the card has neither model name, so both sides use the same strata: the corrected
-    # change is the raw one over the judge's se + sp - 1, with a CI around it
-    assert before["correction_strata"] == sides["after"]["correction_strata"]
-    assert row["rate_corrected_method"] == "paired, shared error rates"
-    youden = before["correction_sensitivity"] + before["correction_specificity"] - 1
+    before, after = sides["before"], sides["after"]
+    # hf:smollm2-135m runs the card's smollm2-135m weights, so it gets that stratum; the
+    # adapter is other weights the card never saw. The sides then rest on different error
+    # rates, so the corrected change is the difference of the corrected rates, with no CI
+    # and the reason named (the paired case is tests/train/test_before_after.py)
+    assert before["correction_strata"]["model"] == "smollm2-135m"
+    assert after["correction_strata"]["model"] is None
+    assert row["rate_corrected_method"] == "no CI: sides corrected with different card strata"
     assert row["rate_corrected_diff"] == pytest.approx(
-        row["rate_diff"] / youden, rel=0.02, abs=1e-9
+        after["rate_corrected"] - before["rate_corrected"], abs=1e-9
     )
-    low, high = row["rate_corrected_diff_ci_low"], row["rate_corrected_diff_ci_high"]
-    assert low <= row["rate_corrected_diff"] <= high
+    assert row["rate_corrected_diff_ci_low"] is None is row["rate_corrected_diff_ci_high"]
     # the same table, through the summary.json contract
     assert main(["compare", str(ev / "before"), str(ev / "after"), "--json"]) == 0
 
