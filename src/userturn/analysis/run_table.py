@@ -132,20 +132,22 @@ def _top_k(c: JudgedCell) -> int | None:
     return k if k > 1 else None
 
 
+def _at_top_k(c: JudgedCell, field: str) -> Any:
+    """A GF@k field (a dict by k) at the cell's largest k; None without one."""
+    k = _top_k(c)
+    return None if k is None else (getattr(c, field) or {}).get(k)
+
+
 def _gf_value(field: str) -> Getter:
-    """A GF@k field (a dict by k) at the cell's largest k, for the machine columns."""
-
-    def get(c: JudgedCell) -> float | None:
-        k = _top_k(c)
-        return None if k is None else (getattr(c, field) or {}).get(k)
-
-    return get
+    """``_at_top_k`` as a machine column's getter."""
+    return lambda c: _at_top_k(c, field)
 
 
 def _gf_ci(side: int) -> Getter:
+    """One bound of the corrected GF@k's CI at the cell's largest k."""
+
     def get(c: JudgedCell) -> float | None:
-        k = _top_k(c)
-        ci = None if k is None else (c.gf_at_k_corrected_ci or {}).get(k)
+        ci = _at_top_k(c, "gf_at_k_corrected_ci")
         return None if ci is None else ci[side]
 
     return get
@@ -156,18 +158,17 @@ def _gf_at_k(c: JudgedCell) -> str:
     floor, what a judge with the card's error rates reports when no turn is genuine (a
     floor near the value leaves no evidence of genuine follow-ups). The k is in the
     value because the rows of one run differ in k (T=0 takes one sample)."""
-    k = _top_k(c)
-    value = _gf_value("gf_at_k")(c)
-    if k is None or value is None:
+    value = _at_top_k(c, "gf_at_k")
+    if value is None:
         return "-"
-    null = _gf_value("gf_at_k_null")(c)
-    return f"GF@{k} {value:.1%}" + ("" if null is None else f" null {null:.1%}")
+    null = _at_top_k(c, "gf_at_k_null")
+    return f"GF@{_top_k(c)} {value:.1%}" + ("" if null is None else f" null {null:.1%}")
 
 
 def _gf_at_k_corrected(c: JudgedCell) -> str:
     """Corrected GF@k with its CI, marked as the corrected rate is when the card's error
     rates were extrapolated to this cell."""
-    text = pct_ci(_gf_value("gf_at_k_corrected")(c), _gf_ci(0)(c), _gf_ci(1)(c))
+    text = pct_ci(_at_top_k(c, "gf_at_k_corrected"), _gf_ci(0)(c), _gf_ci(1)(c))
     return text + ("*" if text != "-" and extrapolated(c) else "")
 
 
