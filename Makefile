@@ -13,9 +13,19 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
 
-# Core + llama.cpp (builds from source once, ~5 min; pip caches the wheel).
+# llama.cpp builds from source once (~5 min) into a wheel kept in $(WHEELS), for a
+# portable x86-64 baseline (AVX2, FMA, F16C) rather than this CPU: a native build turns on
+# AMX and AVX-512 kernels, and a VM that advertises AMX without granting it kills every
+# generation with a general-protection fault in ldtilecfg (seen 2026-12-02).
+LLAMA_CPP := llama-cpp-python==0.3.36
+WHEELS    ?= $(HOME)/.cache/userturn/wheels/llama-portable
+
+# Core + llama.cpp.
 $(VENV)/.stamp-run: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install -e '.[llamacpp]'
+	@ls $(WHEELS)/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1 || \
+	  CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PIP) wheel --no-cache-dir --no-deps -w $(WHEELS) '$(LLAMA_CPP)'
+	$(PIP) install --find-links $(WHEELS) '$(LLAMA_CPP)'
+	$(PIP) install --find-links $(WHEELS) -e '.[llamacpp]'
 	$(UT) data pull gsm8k
 	$(UT) data pull smollm2-135m
 	$(PY) -m userturn.judges.offline_embed
@@ -25,7 +35,7 @@ $(VENV)/.stamp-run: pyproject.toml | $(VENV)/bin/python
 # a plain `torch` would pull a multi-GB CUDA build.
 $(VENV)/.stamp-test: $(VENV)/.stamp-run
 	$(PIP) install torch==2.13.0
-	$(PIP) install -e '.[llamacpp,report,hf,train,ray,annotate,ifeval,inspect,dev]'
+	$(PIP) install --find-links $(WHEELS) -e '.[llamacpp,report,hf,train,ray,annotate,ifeval,inspect,dev]'
 	for d in ifeval ifbench healthbench mtbench sharegpt gsm-symbolic; do $(UT) data pull $$d || exit 1; done
 	@test -x $(CHROMIUM) || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
 	touch $@

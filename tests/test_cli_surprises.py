@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from userturn.cli import main, plan, speed
-from userturn.cli.judge_cmd import REFERENCE_FILES, builtin_references
+from userturn.cli.judge_cmd import builtin_references
 from userturn.config import build_config
+from userturn.judges.protocol import HUMAN_FILE, REFERENCE_FILES
 
 FAKE = ["run", "--model", "fake:x", "--judge", "rules"]
 
@@ -177,18 +178,23 @@ def test_a_short_annotation_packet_plants_no_repeats(
 
 
 def test_reference_sets_ship_in_the_package(shared_dir: Path) -> None:
-    """The packaged files are the shared reference files, byte for byte."""
+    """The packaged files are the shared reference files, byte for byte, plus the
+    project's own real-human file, which has no other copy."""
     paths = builtin_references()
     assert [p.name for p in paths] == list(REFERENCE_FILES)
     for path in paths:
-        assert path.read_bytes() == (shared_dir / path.name).read_bytes()
+        if path.name == HUMAN_FILE:
+            assert not (shared_dir / path.name).exists()
+            assert len(path.read_text().splitlines()) == 207
+        else:
+            assert path.read_bytes() == (shared_dir / path.name).read_bytes()
 
 
 def test_judge_card_ref_builtin_with_a_real_llm_judge(
     llama_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Any LLM judge gets a card out of the box: SmolLM2 served by llama.cpp judges the
-    first row of each shipped reference set (3 turns, messages cut to 300 characters to
+    first row of each shipped reference set (4 turns, messages cut to 300 characters to
     keep the server's work small)."""
     judge = f"llm:openai:smollm2?base_url={llama_server}&cache=off&max_tokens=40&max_chars=300"
     out = tmp_path / "cards"
@@ -198,8 +204,8 @@ def test_judge_card_ref_builtin_with_a_real_llm_judge(
     assert text.startswith("judge card llm:openai:smollm2")
     card = json.loads(next(out.iterdir()).read_text())
     assert [r["file"] for r in card["references"]] == list(REFERENCE_FILES)
-    assert [r["n"] for r in card["references"]] == [1, 1, 1]
+    assert [r["n"] for r in card["references"]] == [1, 1, 1, 1]
     counted = sum(card["sigma"].values()) + card["excluded"]
-    assert counted == 3
+    assert counted == 4
     bad = one_line_error(capsys, ["judge", "card", "--judge", judge, "--ref", "builtin?limt=1"])
     assert "unknown option 'limt'" in bad

@@ -129,13 +129,15 @@ def test_strata_split_the_counts_by_model_and_dataset(tmp_path: Path) -> None:
     assert sum(p["sigma"]["tp"] for p in card["strata"]["style"].values()) == 1
 
 
-def test_offline_card_has_style_strata_over_all_three_files() -> None:
-    """The shipped card covers the fluent file and breaks σ down by style."""
+def test_offline_card_has_style_strata_over_all_four_files() -> None:
+    """The shipped card covers the fluent and the real human files and breaks σ down by
+    style."""
     judge = OfflineJudge(Spec(kind="offline", target="", raw="offline"))
     card = load_card("offline", judge.version)
     assert card is not None
     assert {r["file"] for r in card["references"]} == {
-        "judge_train.jsonl", "judge_dev.jsonl", "judge_realistic.jsonl"}  # fmt: skip
+        "judge_train.jsonl", "judge_dev.jsonl", "judge_realistic.jsonl",
+        "judge_human.jsonl"}  # fmt: skip
     assert set(card["strata"]["style"]) == set(protocol.STYLES)
     assert "grouped by context" in card["method"]
 

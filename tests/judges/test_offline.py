@@ -98,9 +98,8 @@ ISSUE_CASES = [
 ]
 FLUENT_MISS = pytest.mark.xfail(
     strict=True,
-    reason="still missed by the shipped judge: 'a version aimed at kids' of product copy"
-    " (the revision cue fires, the model still reads a new task); a re-ask that adds 'the"
-    " muffins and the cookies' and opens with 'So'",
+    reason="still missed by the shipped judge: a re-ask that adds 'the muffins and the"
+    " cookies' and opens with 'So'",
 )
 FLUENT_CASES = [
     ("ctl-fmuffins-plausible_followup-1", True),  # "Wait, are you sure ... double-check?"
@@ -112,7 +111,7 @@ FLUENT_CASES = [
     ("ctl-fcode-plausible_followup-1", True),  # "Thanks! Could you add type hints ..."
     ("ctl-fcode-new_task_prompt-1", False),  # "Thanks! Now write a poem about cats."
     ("ctl-fcode-assistant_turn_restate-1", False),  # "Sure! Here's the function ..."
-    pytest.param("ctl-fcopy-plausible_followup-1", True, marks=FLUENT_MISS),
+    ("ctl-fcopy-plausible_followup-1", True),  # "Nice. Now can you write a version aimed at kids?"
     ("ctl-fcopy-assistant_turn_restate-1", False),  # a paraphrase of the answer
     ("ctl-frome-new_task_prompt-1", False),  # "Who was the first president ...?"
     ("ctl-frome-plausible_followup-1", True),  # "why 476 though? ..."
@@ -272,7 +271,7 @@ def test_reference_rows_are_validated(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_shipped_parameters_are_the_refit() -> None:
     """``python -m userturn.judges.offline_fit`` reproduces the shipped file exactly."""
-    paths = [SHARED / name for name in offline_fit.REFERENCE_FILES]
+    paths = offline_fit.default_references()
     if not all(p.exists() for p in paths):
         pytest.skip(f"reference files not found under {SHARED}")
     refit = offline_fit.dumps(offline_fit.fit_params(offline_fit.load_reference(paths)))

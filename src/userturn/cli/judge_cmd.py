@@ -17,7 +17,7 @@ from userturn.cli import output
 from userturn.cli.io import Interrupted, atomic_lines, check_output
 from userturn.datasets.base import check_messages, read_jsonl, require, require_id
 from userturn.errors import UserError
-from userturn.judges import Judge, load_judge
+from userturn.judges import Judge, load_judge, protocol
 from userturn.judges.card import build_card, load_card, write_card
 from userturn.run.judge_stage import FAILED_SHARE, JudgeTally, judge_rows
 from userturn.run.outputs import write_outputs
@@ -136,17 +136,16 @@ def _exit_for(judge_id: str, failed: int, n: int) -> int:
 
 
 BUILTIN = "builtin"
-REFERENCE_FILES = ("judge_dev.jsonl", "judge_train.jsonl", "judge_realistic.jsonl")
 
 
 def builtin_references() -> list[Path]:
     """The reference sets shipped in the package (provenance: docs/reference-sets.md)."""
     folder = resources.files("userturn.judges").joinpath("reference")
-    return [Path(str(folder.joinpath(name))) for name in REFERENCE_FILES]
+    return [Path(str(folder.joinpath(name))) for name in protocol.REFERENCE_FILES]
 
 
 def reference_files(raw: list[str]) -> tuple[list[Path], int | None]:
-    """``--ref FILE`` (repeatable), ``--ref builtin`` (the three shipped sets) or
+    """``--ref FILE`` (repeatable), ``--ref builtin`` (the four shipped sets) or
     ``--ref 'builtin?limit=N'`` (the first N rows of each: a quick, rough card)."""
     paths: list[Path] = []
     limit = None
@@ -179,8 +178,8 @@ def card(
         None,
         "--ref",
         metavar="FILE|builtin",
-        help="Reference labels (repeatable), judge_dev.jsonl format; 'builtin' is the three "
-        "sets shipped with userturn (1,107 turns), 'builtin?limit=N' their first N rows each.",
+        help="Reference labels (repeatable), judge_dev.jsonl format; 'builtin' is the four "
+        "sets shipped with userturn (1,314 turns), 'builtin?limit=N' their first N rows each.",
     ),
     control: Path = typer.Option(None, "--control", help="A control set to score as well."),
     out: Path = typer.Option(

@@ -83,7 +83,7 @@ INNER_FOLDS = 3
 """Folds of the out-of-fold stacking and calibration inside one fit (grouped by context);
 three keep a full cross-validation of the recipe within minutes on two cores."""
 GENUINE = "plausible_followup"
-REFERENCE_FILES = ("judge_train.jsonl", "judge_dev.jsonl", "judge_realistic.jsonl")
+REFERENCE_FILES = protocol.REFERENCE_FILES
 CONTROL = (
     Path(__file__).resolve().parents[3] / "tests" / "judges" / "fixtures" / "control_set.jsonl"
 )
@@ -317,10 +317,12 @@ def write_cards(ref: Reference, paths: list[Path], control: Path, folder: Path) 
 
 
 def default_references() -> list[Path]:
-    """``shared/`` from ``$USERTURN_SHARED``, else beside the repository checkout."""
+    """The shared files from ``shared/`` (``$USERTURN_SHARED``, else beside the repository
+    checkout), and the project's own human file from the package, its only copy."""
     env = os.environ.get("USERTURN_SHARED")
     shared = Path(env) if env else Path(__file__).resolve().parents[4] / "shared"
-    return [shared / name for name in REFERENCE_FILES]
+    own = Path(__file__).resolve().with_name("reference")
+    return [(own if name == protocol.HUMAN_FILE else shared) / name for name in REFERENCE_FILES]
 
 
 def default_output() -> Path:

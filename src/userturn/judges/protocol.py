@@ -32,6 +32,10 @@ SEED = 0
 STYLES = ("model_output", "real_human", "written_model_like", "written_human_like")
 SMALL_MODEL_FILES = ("judge_train.jsonl", "judge_dev.jsonl")
 REALISTIC_FILE = "judge_realistic.jsonl"
+HUMAN_FILE = "judge_human.jsonl"
+"""Real next turns people typed (ShareGPT, HealthBench), labelled by this project; the
+other three files are the shared reference sets, copied into the package."""
+REFERENCE_FILES = (*SMALL_MODEL_FILES, REALISTIC_FILE, HUMAN_FILE)
 
 
 def context_group(messages: Sequence[Any]) -> str:
@@ -71,13 +75,18 @@ def leave_one_out(values: np.ndarray) -> Iterator[Split]:
 
 
 def transfer(files: np.ndarray) -> dict[str, Split]:
-    """Small-model files -> realistic, and realistic -> small-model files."""
+    """Small-model files -> realistic, realistic -> small-model files, and every written
+    or model-made turn -> the real human turns (what a judge with no human labels does)."""
     small = np.isin(files, SMALL_MODEL_FILES)
     real = files == REALISTIC_FILE
-    return {
+    human = files == HUMAN_FILE
+    out = {
         "small_to_realistic": (np.flatnonzero(small), np.flatnonzero(real)),
         "realistic_to_small": (np.flatnonzero(real), np.flatnonzero(small)),
     }
+    if human.any():
+        out["others_to_human"] = (np.flatnonzero(~human), np.flatnonzero(human))
+    return out
 
 
 MODEL_MARKS = re.compile(
