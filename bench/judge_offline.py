@@ -5,11 +5,14 @@ Every figure comes from turns the scoring model was not fit on, and the whole re
 every split (``userturn.judges.protocol``):
 
 - ``offline_cv_*``: grouped 5-fold CV over all reference turns (train + dev + realistic,
-  1,107): no conversation in two folds. ``_repeats`` gives κ for each fold seed; CIs are
+  1,314): no conversation in two folds. ``_repeats`` gives κ for each fold seed; CIs are
   percentile bootstraps over turns (2,000 resamples) of the first seed's verdicts.
 - ``offline_cv_style`` / ``_dataset`` / ``_file``: the first seed's verdicts per stratum.
 - ``offline_transfer_*``: fit on the small-model files, score judge_realistic; and back.
 - ``offline_lodo_*``: leave one dataset out (pooled over the held-out datasets).
+- ``offline_heldout_human``: the shipped judge on ``judge_human_heldout.jsonl``, 300
+  real next turns people typed, labelled like ``judge_human.jsonl`` and never fit on
+  (``rules_heldout_human``: the rules judge on them).
 - ``offline_control_*``: the shipped judge on tests/judges/fixtures/control_set.jsonl.
 - ``offline_judge_turns_per_s``: the shipped judge over every reference and control turn
   in batches of 64, every cache cleared first (so each context's embeddings are computed
@@ -37,7 +40,13 @@ from userturn.judges import protocol
 from userturn.judges.base import Judge
 from userturn.judges.offline import OfflineJudge, Params
 from userturn.judges.offline_features import _extras
-from userturn.judges.offline_fit import Reference, default_references, fit_arrays, load_reference
+from userturn.judges.offline_fit import (
+    Reference,
+    default_references,
+    fit_arrays,
+    heldout_reference,
+    load_reference,
+)
 from userturn.judges.offline_meaning import _context
 from userturn.judges.rules import RulesJudge
 from userturn.judges.rules_features import _view
@@ -176,6 +185,17 @@ def control(judge: Judge) -> dict[str, Any]:
     }
 
 
+def heldout(judge: Judge, name: str) -> dict[str, Any]:
+    """A judge on the held-out human turns (``protocol.HELDOUT_FILE``)."""
+    part = load_reference([heldout_reference()])
+    verdicts = judge.judge(inputs(part.rows))
+    sigma = np.array([bool(v.genuine) for v in verdicts])
+    pred = np.array([str(v.label) for v in verdicts], dtype=object)
+    out = summarise(part.genuine, part.labels, sigma, pred)
+    print(name, "heldout", json.dumps(out), flush=True)
+    return {f"{name}_heldout_human": out}
+
+
 def throughput(judge: Judge, rows: list[dict[str, Any]], batch: int = 64, passes: int = 5) -> float:
     """Turns/s over all rows, every cache cleared first; the median of ``passes`` passes."""
     items, rates = inputs(rows), []
@@ -207,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     out["offline_judge_turns_per_s"] = throughput(shipped, ref.rows + control_rows)
     print("turns/s", out["offline_judge_turns_per_s"], flush=True)
     out |= control(shipped)
+    out |= heldout(shipped, "offline")
+    out |= heldout(RulesJudge(Spec(kind="rules", target="", raw="rules")), "rules")
     if not args.speed_only:
         out |= evaluate(ref, args.repeats)
         out |= rules_baseline(ref)

@@ -18,7 +18,7 @@ import pytest
 from userturn.cli import main, plan, speed
 from userturn.cli.judge_cmd import builtin_references
 from userturn.config import build_config
-from userturn.judges.protocol import HUMAN_FILE, REFERENCE_FILES
+from userturn.judges.protocol import HUMAN_FILES, REFERENCE_FILES
 
 FAKE = ["run", "--model", "fake:x", "--judge", "rules"]
 
@@ -179,13 +179,14 @@ def test_a_short_annotation_packet_plants_no_repeats(
 
 def test_reference_sets_ship_in_the_package(shared_dir: Path) -> None:
     """The packaged files are the shared reference files, byte for byte, plus the
-    project's own real-human file, which has no other copy."""
+    project's own real-human files, which have no other copy."""
     paths = builtin_references()
     assert [p.name for p in paths] == list(REFERENCE_FILES)
+    sizes = {"judge_human.jsonl": 207, "judge_human_heldout.jsonl": 300}
     for path in paths:
-        if path.name == HUMAN_FILE:
+        if path.name in HUMAN_FILES:
             assert not (shared_dir / path.name).exists()
-            assert len(path.read_text().splitlines()) == 207
+            assert len(path.read_text().splitlines()) == sizes[path.name]
         else:
             assert path.read_bytes() == (shared_dir / path.name).read_bytes()
 
@@ -194,7 +195,7 @@ def test_judge_card_ref_builtin_with_a_real_llm_judge(
     llama_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Any LLM judge gets a card out of the box: SmolLM2 served by llama.cpp judges the
-    first row of each shipped reference set (4 turns, messages cut to 300 characters to
+    first row of each shipped reference set (5 turns, messages cut to 300 characters to
     keep the server's work small)."""
     judge = f"llm:openai:smollm2?base_url={llama_server}&cache=off&max_tokens=40&max_chars=300"
     out = tmp_path / "cards"
@@ -204,8 +205,8 @@ def test_judge_card_ref_builtin_with_a_real_llm_judge(
     assert text.startswith("judge card llm:openai:smollm2")
     card = json.loads(next(out.iterdir()).read_text())
     assert [r["file"] for r in card["references"]] == list(REFERENCE_FILES)
-    assert [r["n"] for r in card["references"]] == [1, 1, 1, 1]
+    assert [r["n"] for r in card["references"]] == [1, 1, 1, 1, 1]
     counted = sum(card["sigma"].values()) + card["excluded"]
-    assert counted == 4
+    assert counted == 5
     bad = one_line_error(capsys, ["judge", "card", "--judge", judge, "--ref", "builtin?limt=1"])
     assert "unknown option 'limt'" in bad

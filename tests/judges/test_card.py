@@ -129,17 +129,18 @@ def test_strata_split_the_counts_by_model_and_dataset(tmp_path: Path) -> None:
     assert sum(p["sigma"]["tp"] for p in card["strata"]["style"].values()) == 1
 
 
-def test_offline_card_has_style_strata_over_all_four_files() -> None:
-    """The shipped card covers the fluent and the real human files and breaks σ down by
-    style."""
+def test_offline_card_has_style_strata_over_every_reference_file() -> None:
+    """The shipped card covers the fluent and the real human files, the held-out one
+    judged by the shipped model, and breaks σ down by style."""
     judge = OfflineJudge(Spec(kind="offline", target="", raw="offline"))
     card = load_card("offline", judge.version)
     assert card is not None
     assert {r["file"] for r in card["references"]} == {
         "judge_train.jsonl", "judge_dev.jsonl", "judge_realistic.jsonl",
-        "judge_human.jsonl"}  # fmt: skip
+        "judge_human.jsonl", "judge_human_heldout.jsonl"}  # fmt: skip
     assert set(card["strata"]["style"]) == set(protocol.STYLES)
     assert "grouped by context" in card["method"]
+    assert "judge_human_heldout.jsonl, real human turns never fit on" in card["method"]
 
 
 def _row(first: str, turn: str = "ok", origin: str = "model") -> dict[str, Any]:
@@ -242,6 +243,9 @@ def test_transfer_and_leave_one_out_splits() -> None:
     split = protocol.transfer(files)
     assert [list(x) for x in split["small_to_realistic"]] == [[0, 2], [1]]
     assert [list(x) for x in split["realistic_to_small"]] == [[1], [0, 2]]
+    assert "others_to_human" not in split  # no real human file: no such transfer
+    with_human = protocol.transfer(np.append(files, protocol.HUMAN_FILE))
+    assert [list(x) for x in with_human["others_to_human"]] == [[0, 1, 2], [3]]
     parts = list(protocol.leave_one_out(np.array(["a", "b", "a"])))
     assert [(list(tr), list(te)) for tr, te in parts] == [([1], [0, 2]), ([0, 2], [1])]
 

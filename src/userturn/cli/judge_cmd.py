@@ -145,7 +145,7 @@ def builtin_references() -> list[Path]:
 
 
 def reference_files(raw: list[str]) -> tuple[list[Path], int | None]:
-    """``--ref FILE`` (repeatable), ``--ref builtin`` (the four shipped sets) or
+    """``--ref FILE`` (repeatable), ``--ref builtin`` (the five shipped sets) or
     ``--ref 'builtin?limit=N'`` (the first N rows of each: a quick, rough card)."""
     paths: list[Path] = []
     limit = None
@@ -178,8 +178,8 @@ def card(
         None,
         "--ref",
         metavar="FILE|builtin",
-        help="Reference labels (repeatable), judge_dev.jsonl format; 'builtin' is the four "
-        "sets shipped with userturn (1,314 turns), 'builtin?limit=N' their first N rows each.",
+        help="Reference labels (repeatable), judge_dev.jsonl format; 'builtin' is the five "
+        "sets shipped with userturn (1,614 turns), 'builtin?limit=N' their first N rows each.",
     ),
     control: Path = typer.Option(None, "--control", help="A control set to score as well."),
     out: Path = typer.Option(

@@ -2,8 +2,9 @@
 
 Run: ``python -m userturn.judges.offline_fit [--ref FILE ...] [--out PATH]``. By default
 it reads ``judge_train.jsonl``, ``judge_dev.jsonl`` and ``judge_realistic.jsonl`` from
-``shared/`` (``$USERTURN_SHARED``
-or beside the repository) and rewrites the shipped ``offline_params.json``. The same
+``shared/`` (``$USERTURN_SHARED`` or beside the repository) and the project's
+``judge_human.jsonl`` from the package, and rewrites the shipped ``offline_params.json``;
+``--cards`` also judges ``judge_human_heldout.jsonl``, which the fit never reads. The same
 files and scikit-learn version give byte-identical parameters: every random choice is
 seeded and the forests are grown on one thread.
 
@@ -83,7 +84,7 @@ INNER_FOLDS = 3
 """Folds of the out-of-fold stacking and calibration inside one fit (grouped by context);
 three keep a full cross-validation of the recipe within minutes on two cores."""
 GENUINE = "plausible_followup"
-REFERENCE_FILES = protocol.REFERENCE_FILES
+FIT_FILES = protocol.FIT_FILES
 CONTROL = (
     Path(__file__).resolve().parents[3] / "tests" / "judges" / "fixtures" / "control_set.jsonl"
 )
@@ -299,30 +300,49 @@ CROSS_FIT_METHOD = (
     " turn was judged by a model fit by the same recipe on the other folds, which held no"
     " turn of its conversation; the control set was judged by the shipped model"
 )
+HELDOUT_METHOD = (
+    f"; {protocol.HELDOUT_FILE}, real human turns never fit on, was judged by the shipped model"
+)
 RULES_METHOD = (
     "the shipped rules judge; its thresholds were fit on judge_dev.jsonl only, so the"
     " card is measured on judge_train.jsonl, which it never saw"
 )
 
 
-def write_cards(ref: Reference, paths: list[Path], control: Path, folder: Path) -> list[Path]:
-    """The shipped cards: ``offline`` cross-fitted on every file, ``rules`` held out."""
+def write_cards(
+    ref: Reference, paths: list[Path], control: Path, folder: Path, heldout: Path | None = None
+) -> list[Path]:
+    """The shipped cards: ``offline`` cross-fitted on every fit file (plus, judged by the
+    shipped model, the held-out human file), ``rules`` held out."""
     spec = Spec(kind="offline", target="", raw="offline")
     shipped = OfflineJudge(spec, params=Params.from_json(json.loads(default_output().read_text())))
-    offline = build_card(CrossFitJudge(ref, shipped), paths, control, CROSS_FIT_METHOD)
+    judged = [*paths, heldout] if heldout else paths
+    method = CROSS_FIT_METHOD + (HELDOUT_METHOD if heldout else "")
+    offline = build_card(CrossFitJudge(ref, shipped), judged, control, method)
     rules = RulesJudge(Spec(kind="rules", target="", raw="rules"))
-    train = [p for p in paths if p.name == REFERENCE_FILES[0]]
+    train = [p for p in paths if p.name == FIT_FILES[0]]
     cards = [offline, build_card(rules, train, control, RULES_METHOD)]
     return [write_card(card, folder) for card in cards]
 
 
-def default_references() -> list[Path]:
-    """The shared files from ``shared/`` (``$USERTURN_SHARED``, else beside the repository
-    checkout), and the project's own human file from the package, its only copy."""
+def reference_path(name: str) -> Path:
+    """A reference file: the shared ones from ``shared/`` (``$USERTURN_SHARED``, else beside
+    the repository checkout), the project's own human files from the package, their only
+    copy."""
+    if name in protocol.HUMAN_FILES:
+        return Path(__file__).resolve().with_name("reference") / name
     env = os.environ.get("USERTURN_SHARED")
-    shared = Path(env) if env else Path(__file__).resolve().parents[4] / "shared"
-    own = Path(__file__).resolve().with_name("reference")
-    return [(own if name == protocol.HUMAN_FILE else shared) / name for name in REFERENCE_FILES]
+    return (Path(env) if env else Path(__file__).resolve().parents[4] / "shared") / name
+
+
+def default_references() -> list[Path]:
+    """The files the judge is fit on (``protocol.FIT_FILES``)."""
+    return [reference_path(name) for name in FIT_FILES]
+
+
+def heldout_reference() -> Path:
+    """Real human turns the judge is never fit on (``protocol.HELDOUT_FILE``)."""
+    return reference_path(protocol.HELDOUT_FILE)
 
 
 def default_output() -> Path:
@@ -349,7 +369,8 @@ def main(argv: list[str] | None = None) -> int:
     params = fit_params(ref)
     args.out.write_text(dumps(params), encoding="utf-8")
     if args.cards:
-        for path in write_cards(ref, paths, CONTROL, args.cards):
+        heldout = None if args.ref else heldout_reference()
+        for path in write_cards(ref, paths, CONTROL, args.cards, heldout):
             print(f"card -> {path}")
     sigma = params["sigma"]
     print(

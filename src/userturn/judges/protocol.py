@@ -34,8 +34,15 @@ SMALL_MODEL_FILES = ("judge_train.jsonl", "judge_dev.jsonl")
 REALISTIC_FILE = "judge_realistic.jsonl"
 HUMAN_FILE = "judge_human.jsonl"
 """Real next turns people typed (ShareGPT, HealthBench), labelled by this project; the
-other three files are the shared reference sets, copied into the package."""
-REFERENCE_FILES = (*SMALL_MODEL_FILES, REALISTIC_FILE, HUMAN_FILE)
+first three files are the shared reference sets, copied into the package."""
+HELDOUT_FILE = "judge_human_heldout.jsonl"
+"""More real next turns, labelled the same way and never fit on: the offline judge's
+held-back check on people's own turns (its card and ``bench/judge_offline.py``)."""
+FIT_FILES = (*SMALL_MODEL_FILES, REALISTIC_FILE, HUMAN_FILE)
+"""What the offline judge is fit and cross-validated on."""
+REFERENCE_FILES = (*FIT_FILES, HELDOUT_FILE)
+"""Every shipped reference set (``--ref builtin``)."""
+HUMAN_FILES = (HUMAN_FILE, HELDOUT_FILE)
 
 
 def context_group(messages: Sequence[Any]) -> str:
