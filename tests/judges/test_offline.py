@@ -98,22 +98,23 @@ ISSUE_CASES = [
 ]
 FLUENT_MISS = pytest.mark.xfail(
     strict=True,
-    reason="still missed by the shipped judge: a re-ask that adds 'the muffins and the"
-    " cookies' and opens with 'So'; since the fit reads people's own turns, a paraphrase of"
-    " the answer's sentence (P 0.56) and 'Keep going: ...' with a new plot turn (P 0.38)",
+    reason="still missed by the shipped judge (offline-3+24aba5d8, threshold 0.53): two"
+    " revision requests, 'as a small table' (P 0.48) and 'a version aimed at kids', and"
+    " 'Keep going: ...' with a new plot turn; each moved across the threshold with the"
+    " fit's human weight (docs/judges.md)",
 )
 FLUENT_CASES = [
     ("ctl-fmuffins-plausible_followup-1", True),  # "Wait, are you sure ... double-check?"
-    ("ctl-fmuffins-plausible_followup-2", True),  # "... as a small table?"
+    pytest.param("ctl-fmuffins-plausible_followup-2", True, marks=FLUENT_MISS),
     ("ctl-fmuffins-plausible_followup-3", True),  # a typed what-if
     ("ctl-fmuffins-previous_turn_restate-1", False),  # the question verbatim
-    pytest.param("ctl-fmuffins-previous_turn_restate-2", False, marks=FLUENT_MISS),
+    ("ctl-fmuffins-previous_turn_restate-2", False),  # "So what does Maria pay ...?"
     ("ctl-fmuffins-meta_planning-1", False),  # "We need to verify the answer: ..."
     ("ctl-fcode-plausible_followup-1", True),  # "Thanks! Could you add type hints ..."
     ("ctl-fcode-new_task_prompt-1", False),  # "Thanks! Now write a poem about cats."
     ("ctl-fcode-assistant_turn_restate-1", False),  # "Sure! Here's the function ..."
-    ("ctl-fcopy-plausible_followup-1", True),  # "Nice. Now can you write a version aimed at kids?"
-    pytest.param("ctl-fcopy-assistant_turn_restate-1", False, marks=FLUENT_MISS),
+    pytest.param("ctl-fcopy-plausible_followup-1", True, marks=FLUENT_MISS),
+    ("ctl-fcopy-assistant_turn_restate-1", False),  # a paraphrase of the answer
     ("ctl-frome-new_task_prompt-1", False),  # "Who was the first president ...?"
     ("ctl-frome-plausible_followup-1", True),  # "why 476 though? ..."
     ("ctl-fmult-previous_turn_restate-1", False),  # "What is 12 x 3?" verbatim

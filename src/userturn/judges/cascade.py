@@ -21,9 +21,9 @@ to say so is waste. The offline judge settles a turn without an LLM call in two 
    1,314 reference turns (``bench/cascade_oof.py`` prints the choice; ``pick_bounds``
    makes it): the widest bounds whose settled turns, on each side, agree with the
    reference labels at least ``TARGET`` of the time, above the 90.5% at which the paper's
-   LLM judge agrees with blinded people. Out-of-fold, 46% of the reference turns were
-   settled, 95.1% of them right: 0.97 on small models' turns, 0.97-0.98 on written ones,
-   but 0.79 on the real next turns people typed, where offline's low P(genuine) is often
+   LLM judge agrees with blinded people. Out-of-fold, 48% of the reference turns were
+   settled, 94.6% of them right: 0.97 on small models' turns, 0.96-0.99 on written ones,
+   but 0.78 on the real next turns people typed, where offline's low P(genuine) is often
    wrong (docs/benchmarks.md). A settled verdict is thus more often right than that LLM
    judge is on average, though perhaps not than it is on these easy turns, and not on
    people's own turns.
@@ -63,7 +63,7 @@ MIN_NGRAM_OVERLAP = 0.9
 TARGET = 0.95
 """Agreement with the reference labels that the turns settled on each side must reach
 (out-of-fold) for ``pick_bounds``: above the paper's LLM judge against people (90.5%)."""
-LO = 0.07
+LO = 0.09
 """Settle as not genuine at P(genuine) <= LO (``pick_bounds`` on the out-of-fold
 probabilities of the 1,314 reference turns, 2026-12-02)."""
 HI = 0.89

@@ -78,6 +78,14 @@ N_TREES = 60
 MIN_LEAF = 3
 FOLDS = 5
 MIN_LABEL_ROWS = 3
+HUMAN_WEIGHT = 0.5
+"""Weight of a real human turn (``protocol.HUMAN_FILES``) in the σ forests. People's
+turns are mostly genuine (87%) and often read like a tiny model's loose text (lower
+case, no overlap with the answer, a new detail), so at full weight they pull P(genuine)
+up on garble too: at 1.0, SmolLM2's T=1 turns in ``make run`` were judged 30% genuine
+against about 18% on a lenient reading, at 0.5 22%; on the 300 held-out human turns
+sensitivity went from 0.78 to 0.71 (docs/judges.md). The weight is a policy between the
+two kinds of turn, chosen on those ``make run`` turns."""
 HEAD_C = 1.0
 """Inverse L2 strength of the act head (about 1,400 inputs and 900 fitting rows)."""
 INNER_FOLDS = 3
@@ -197,19 +205,31 @@ def full_matrix(ref: Reference, head_p: np.ndarray) -> np.ndarray:
     return np.hstack([ref.x, ref.sims, head_p])
 
 
-def fit_sigma(x: np.ndarray, genuine: np.ndarray, groups: np.ndarray) -> dict[str, Any]:
+def fit_sigma(
+    x: np.ndarray, genuine: np.ndarray, groups: np.ndarray, weight: np.ndarray | None = None
+) -> dict[str, Any]:
     """Forest, Platt scaling and threshold (see the module docstring)."""
     folds = _inner_folds(genuine, groups)
-    oof = cross_val_predict(_sigma_trees(), x, genuine, cv=folds, method="predict_proba")[:, 1]
+    oof = cross_val_predict(
+        _sigma_trees(), x, genuine, cv=folds, method="predict_proba",
+        params=None if weight is None else {"sample_weight": weight},
+    )[:, 1]  # fmt: skip
     platt = LogisticRegression(C=1e6, max_iter=1000).fit(oof.reshape(-1, 1), genuine)
     a, b = float(platt.coef_[0, 0]), float(platt.intercept_[0])
     p = 1.0 / (1.0 + np.exp(-(a * oof + b)))
-    forest = _sigma_trees().fit(x, genuine)
+    forest = _sigma_trees().fit(x, genuine, sample_weight=weight)
     return {
         "forest": forest_to_json(forest.estimators_, 2),
         "platt": [round(a, 6), round(b, 6)],
         "threshold": best_threshold(p, genuine),
     }
+
+
+def row_weights(ref: Reference) -> np.ndarray | None:
+    """σ-forest weight of each fitting row: ``HUMAN_WEIGHT`` for people's own turns."""
+    if HUMAN_WEIGHT == 1.0:
+        return None
+    return np.where(np.isin(ref.file_of, protocol.HUMAN_FILES), HUMAN_WEIGHT, 1.0)
 
 
 def fit_labels(x: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
@@ -234,7 +254,7 @@ def fit_arrays(ref: Reference, gates: tuple[str, ...] = GATES) -> dict[str, Any]
         "gates": list(gates),
         "embedding": {"package": f"{MINILM.package}=={MINILM.version}", "table": TABLE_VERSION},
         "head": fit_head(ref).to_json(),
-        "sigma": fit_sigma(x, ref.genuine, ref.groups),
+        "sigma": fit_sigma(x, ref.genuine, ref.groups, row_weights(ref)),
         "labels": fit_labels(x, ref.labels),
     }
 
@@ -254,6 +274,7 @@ def fit_params(ref: Reference) -> dict[str, Any]:
         "n_estimators": N_TREES,
         "min_samples_leaf": MIN_LEAF,
         "head_c": HEAD_C,
+        "human_weight": HUMAN_WEIGHT,
         "seed": SEED,
         "folds": f"{FOLDS}-fold grouped by context",
     }
