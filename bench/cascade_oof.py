@@ -2,8 +2,8 @@
 
 The cascade keeps the offline verdict of a turn when ``cascade.settle`` allows it (strict
 evidence, or P(genuine) outside the bounds ``LO``/``HI``) and asks the LLM otherwise.
-Measured on the 1,107 reference turns (judge_train + judge_dev + judge_realistic), with
-nothing judged by a model that saw its conversation:
+Measured on the 1,314 turns the offline judge is fit on (judge_train + judge_dev +
+judge_realistic + judge_human), with nothing judged by a model that saw its conversation:
 
 1. **Out-of-fold verdicts.** ``offline_fit.CrossFitJudge`` judges each turn with the
    recipe re-fit on the other four of ``protocol.folds`` (grouped by context).

@@ -4,11 +4,13 @@ Every figure comes from turns the scoring model was not fit on, and the whole re
 (act head, its out-of-fold stacking, forests, calibration, threshold) is re-fit inside
 every split (``userturn.judges.protocol``):
 
-- ``offline_cv_*``: grouped 5-fold CV over all reference turns (train + dev + realistic,
-  1,314): no conversation in two folds. ``_repeats`` gives κ for each fold seed; CIs are
-  percentile bootstraps over turns (2,000 resamples) of the first seed's verdicts.
+- ``offline_cv_*``: grouped 5-fold CV over every turn the judge is fit on (train + dev +
+  realistic + human, 1,314): no conversation in two folds. ``_repeats`` gives κ for each
+  fold seed; CIs are percentile bootstraps over turns (2,000 resamples) of the first
+  seed's verdicts.
 - ``offline_cv_style`` / ``_dataset`` / ``_file``: the first seed's verdicts per stratum.
-- ``offline_transfer_*``: fit on the small-model files, score judge_realistic; and back.
+- ``offline_transfer_*``: fit on the small-model files, score judge_realistic; and back;
+  and fit on every other file, score judge_human.
 - ``offline_lodo_*``: leave one dataset out (pooled over the held-out datasets).
 - ``offline_heldout_human``: the shipped judge on ``judge_human_heldout.jsonl``, 300
   real next turns people typed, labelled like ``judge_human.jsonl`` and never fit on

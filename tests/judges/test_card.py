@@ -7,6 +7,7 @@ that every figure can be recomputed from the card's own counts.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,13 @@ from statsmodels.stats.proportion import proportion_confint
 from userturn.errors import UserError
 from userturn.judges import protocol
 from userturn.judges.base import Judge
-from userturn.judges.card import build_card, card_filename, load_card, write_card
+from userturn.judges.card import (
+    build_card,
+    card_filename,
+    load_card,
+    reference_rows,
+    write_card,
+)
 from userturn.judges.offline import OfflineJudge
 from userturn.judges.rules import RulesJudge
 from userturn.spec import Spec
@@ -399,3 +406,25 @@ def test_judge_card_prints_a_table_or_the_json(
     assert main(["judge", "card", "--judge", "offline", "--out", str(tmp_path),
                  "--format", "json"]) == 0  # fmt: skip
     assert json.loads(capsys.readouterr().out) == card
+
+
+def test_the_fit_never_reads_the_held_out_human_file() -> None:
+    """``judge_human_heldout.jsonl`` is the offline judge's held-back check on people's
+    turns: the fit's inputs exclude it, and the shipped parameters record exactly the fit
+    files, with the packaged human file's hash."""
+    from userturn.judges import offline_fit
+
+    paths = offline_fit.default_references()
+    assert [p.name for p in paths] == list(protocol.FIT_FILES)
+    assert protocol.HELDOUT_FILE not in [p.name for p in paths]
+    params = json.loads(offline_fit.default_output().read_text())
+    fit = params["fit"]["references"]
+    assert [r["file"] for r in fit] == list(protocol.FIT_FILES)
+    human = next(p for p in paths if p.name == protocol.HUMAN_FILE)
+    digest = hashlib.sha256(human.read_bytes()).hexdigest()
+    assert next(r["sha256"] for r in fit if r["file"] == protocol.HUMAN_FILE) == digest
+    assert params["fit"]["human_weight"] == offline_fit.HUMAN_WEIGHT
+    heldout = offline_fit.heldout_reference()
+    held = set(protocol.groups([r for _, r in reference_rows(heldout)]).tolist())
+    fitted = {g for p in paths for g in protocol.groups([r for _, r in reference_rows(p)])}
+    assert len(held) > 250 and not held & fitted  # no conversation on both sides
