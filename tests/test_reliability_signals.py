@@ -55,7 +55,9 @@ def test_sigterm_keeps_everything_and_says_how_to_resume(
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 128 + signal.SIGTERM, err
         assert "Traceback" not in err
-        (line,) = [x for x in err.splitlines() if not x.startswith("progress ")]
+        lines = [x for x in err.splitlines() if not x.startswith("progress ")]
+        assert len(lines) == 1, err
+        (line,) = lines
         assert line.startswith("interrupted: ") and "run the same command to resume" in line
         assert "records.jsonl and summary.json cover them" in line
         stored = _judged(out / "store.sqlite")

@@ -138,6 +138,9 @@ class OpenAIClient:
         self.usage = Usage(cost_usd=0.0 if self.price else None)
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        self._closed = False
+        """Set by ``close``: a call still in flight then fails on the closed connection,
+        which is this process shutting down (Ctrl-C, SIGTERM), not the server failing."""
         self._probe_lock = threading.Lock()
         self._probed: tuple[dict[str, Any] | None] | UserError | None = None
         self._sdk = openai.OpenAI(
@@ -343,6 +346,9 @@ class OpenAIClient:
 
     def _give_up(self, failure: CallResult) -> CallResult:
         self._count(calls=failure.attempts)
+        if self._closed:  # our own shutdown cut the call: the interrupt message says so
+            log.debug("%s %s: call cut by close: %s", self.url, self.model, failure.error)
+            return failure
         warn_once(
             log,
             ("give-up", self.url, self.model, failure.error or ""),
@@ -426,6 +432,7 @@ class OpenAIClient:
             return None
 
     def close(self) -> None:
+        self._closed = True
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
