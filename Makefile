@@ -17,12 +17,13 @@ $(VENV)/bin/python:
 # portable x86-64 baseline (AVX2, FMA, F16C) rather than this CPU: a native build turns on
 # AMX and AVX-512 kernels, and a VM that advertises AMX without granting it kills every
 # generation with a general-protection fault in ldtilecfg (seen 2026-12-02).
-LLAMA_CPP := llama-cpp-python==0.3.36
+LLAMA_VERSION := 0.3.36
+LLAMA_CPP := llama-cpp-python==$(LLAMA_VERSION)
 WHEELS    ?= $(HOME)/.cache/userturn/wheels/llama-portable
 
 # Core + llama.cpp.
 $(VENV)/.stamp-run: pyproject.toml | $(VENV)/bin/python
-	@ls $(WHEELS)/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1 || \
+	@ls $(WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || \
 	  CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PIP) wheel --no-cache-dir --no-deps -w $(WHEELS) '$(LLAMA_CPP)'
 	$(PIP) install --find-links $(WHEELS) '$(LLAMA_CPP)'
 	$(PIP) install --find-links $(WHEELS) -e '.[llamacpp]'

@@ -187,9 +187,8 @@ def control(judge: Judge) -> dict[str, Any]:
     }
 
 
-def heldout(judge: Judge, name: str) -> dict[str, Any]:
+def heldout(judge: Judge, name: str, part: Reference) -> dict[str, Any]:
     """A judge on the held-out human turns (``protocol.HELDOUT_FILE``)."""
-    part = load_reference([heldout_reference()])
     verdicts = judge.judge(inputs(part.rows))
     sigma = np.array([bool(v.genuine) for v in verdicts])
     pred = np.array([str(v.label) for v in verdicts], dtype=object)
@@ -229,8 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     out["offline_judge_turns_per_s"] = throughput(shipped, ref.rows + control_rows)
     print("turns/s", out["offline_judge_turns_per_s"], flush=True)
     out |= control(shipped)
-    out |= heldout(shipped, "offline")
-    out |= heldout(RulesJudge(Spec(kind="rules", target="", raw="rules")), "rules")
+    held = load_reference([heldout_reference()])
+    out |= heldout(shipped, "offline", held)
+    out |= heldout(RulesJudge(Spec(kind="rules", target="", raw="rules")), "rules", held)
     if not args.speed_only:
         out |= evaluate(ref, args.repeats)
         out |= rules_baseline(ref)

@@ -92,7 +92,6 @@ INNER_FOLDS = 3
 """Folds of the out-of-fold stacking and calibration inside one fit (grouped by context);
 three keep a full cross-validation of the recipe within minutes on two cores."""
 GENUINE = "plausible_followup"
-FIT_FILES = protocol.FIT_FILES
 CONTROL = (
     Path(__file__).resolve().parents[3] / "tests" / "judges" / "fixtures" / "control_set.jsonl"
 )
@@ -225,10 +224,8 @@ def fit_sigma(
     }
 
 
-def row_weights(ref: Reference) -> np.ndarray | None:
+def row_weights(ref: Reference) -> np.ndarray:
     """σ-forest weight of each fitting row: ``HUMAN_WEIGHT`` for people's own turns."""
-    if HUMAN_WEIGHT == 1.0:
-        return None
     return np.where(np.isin(ref.file_of, protocol.HUMAN_FILES), HUMAN_WEIGHT, 1.0)
 
 
@@ -341,7 +338,7 @@ def write_cards(
     method = CROSS_FIT_METHOD + (HELDOUT_METHOD if heldout else "")
     offline = build_card(CrossFitJudge(ref, shipped), judged, control, method)
     rules = RulesJudge(Spec(kind="rules", target="", raw="rules"))
-    train = [p for p in paths if p.name == FIT_FILES[0]]
+    train = [p for p in paths if p.name == protocol.FIT_FILES[0]]
     cards = [offline, build_card(rules, train, control, RULES_METHOD)]
     return [write_card(card, folder) for card in cards]
 
@@ -358,7 +355,7 @@ def reference_path(name: str) -> Path:
 
 def default_references() -> list[Path]:
     """The files the judge is fit on (``protocol.FIT_FILES``)."""
-    return [reference_path(name) for name in FIT_FILES]
+    return [reference_path(name) for name in protocol.FIT_FILES]
 
 
 def heldout_reference() -> Path:
