@@ -12,9 +12,9 @@ every split (``userturn.judges.protocol``):
 - ``offline_transfer_*``: fit on the small-model files, score judge_realistic; and back;
   and fit on every other file, score judge_human.
 - ``offline_lodo_*``: leave one dataset out (pooled over the held-out datasets).
-- ``offline_heldout_human``: the shipped judge on ``judge_human_heldout.jsonl``, 300
+- ``offline_heldout_human``: the shipped judge on ``judge_human_heldout.jsonl``, 600
   real next turns people typed, labelled like ``judge_human.jsonl`` and never fit on
-  (``rules_heldout_human``: the rules judge on them).
+  (``rules_heldout_human``: the rules judge on them; ``_dataset``: by source).
 - ``offline_control_*``: the shipped judge on tests/judges/fixtures/control_set.jsonl.
 - ``offline_judge_turns_per_s``: the shipped judge over every reference and control turn
   in batches of 64, every cache cleared first (so each context's embeddings are computed
@@ -194,7 +194,11 @@ def heldout(judge: Judge, name: str, part: Reference) -> dict[str, Any]:
     pred = np.array([str(v.label) for v in verdicts], dtype=object)
     out = summarise(part.genuine, part.labels, sigma, pred)
     print(name, "heldout", json.dumps(out), flush=True)
-    return {f"{name}_heldout_human": out}
+    sources = np.array([str(r.get("dataset")) for r in part.rows])
+    return {
+        f"{name}_heldout_human": out,
+        f"{name}_heldout_human_dataset": per_stratum(part, sources, sigma, pred),
+    }
 
 
 def throughput(judge: Judge, rows: list[dict[str, Any]], batch: int = 64, passes: int = 5) -> float:

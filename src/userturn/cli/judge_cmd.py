@@ -179,7 +179,7 @@ def card(
         "--ref",
         metavar="FILE|builtin",
         help="Reference labels (repeatable), judge_dev.jsonl format; 'builtin' is the five "
-        "sets shipped with userturn (1,614 turns), 'builtin?limit=N' their first N rows each.",
+        "sets shipped with userturn (1,914 turns), 'builtin?limit=N' their first N rows each.",
     ),
     control: Path = typer.Option(None, "--control", help="A control set to score as well."),
     out: Path = typer.Option(

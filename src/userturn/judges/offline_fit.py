@@ -83,7 +83,7 @@ HUMAN_WEIGHT = 0.5
 turns are mostly genuine (87%) and often read like a tiny model's loose text (lower
 case, no overlap with the answer, a new detail), so at full weight they pull P(genuine)
 up on garble too: at 1.0, SmolLM2's T=1 turns in ``make run`` were judged 30% genuine
-against about 18% on a lenient reading, at 0.5 22%; on the 300 held-out human turns
+against about 18% on a lenient reading, at 0.5 22%; on the first 300 held-out human turns
 sensitivity went from 0.78 to 0.71 (docs/judges.md). The weight is a policy between the
 two kinds of turn, chosen on those ``make run`` turns."""
 HEAD_C = 1.0
