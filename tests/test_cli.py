@@ -21,6 +21,9 @@ from rich.console import Console
 from shared_files import REPO
 from userturn.analysis.tables import Table
 from userturn.cli import main, output
+from userturn.judges.card import card_digest, load_card
+from userturn.judges.rules import RulesJudge
+from userturn.spec import Spec
 
 FAKE_RUN = ["run", "--model", "fake:x", "--limit", "3", "--judge", "rules"]
 
@@ -359,6 +362,8 @@ def test_run_table_prints_the_corrected_rate_beside_the_raw_one(
     got = capsys.readouterr()
     cells = json.loads((out / "summary.json").read_text())["cells"]
     assert all(c["judge_card"] for c in cells)
+    shipped = load_card("rules", RulesJudge(Spec(kind="rules", target="", raw="rules")).version)
+    assert shipped is not None and {c["judge_card_sha"] for c in cells} == {card_digest(shipped)}
     assert "corrected [95% CI]" in got.out and "judge card " + cells[0]["judge_card"] in got.out
     for c in cells:
         lo, hi = c["ci_corrected_low"], c["ci_corrected_high"]

@@ -21,6 +21,7 @@ from userturn.judges import protocol
 from userturn.judges.base import Judge
 from userturn.judges.card import (
     build_card,
+    card_digest,
     card_filename,
     load_card,
     reference_rows,
@@ -363,6 +364,8 @@ def test_card_written_into_a_run_updates_its_corrected_rates(tmp_path: Path) -> 
     assert sum(card["sigma"].values()) == 40
     after = json.loads((run / "summary.json").read_text())["cells"]
     assert [c["rate"] for c in after] == [c["rate"] for c in before]
+    assert {c["judge_card_sha"] for c in after} == {card_digest(card)}
+    assert {c["judge_card_sha"] for c in before} != {card_digest(card)}
     key = "ci_corrected_low"  # the rate is 100% here, so its corrected value clips to 1
     assert [c[key] for c in after] != [c[key] for c in before]
 
@@ -428,3 +431,14 @@ def test_the_fit_never_reads_the_held_out_human_file() -> None:
     held = set(protocol.groups([r for _, r in reference_rows(heldout)]).tolist())
     fitted = {g for p in paths for g in protocol.groups([r for _, r in reference_rows(p)])}
     assert len(held) > 250 and not held & fitted  # no conversation on both sides
+
+
+def test_a_cards_digest_names_its_measurement_not_its_date() -> None:
+    """The digest ignores ``created`` (one measurement, re-written another day) and moves
+    with any count (the same judge version on grown reference files)."""
+    card = load_card("rules", RulesJudge(Spec(kind="rules", target="", raw="rules")).version)
+    assert card is not None
+    assert card_digest({**card, "created": "1999-01-01"}) == card_digest(card)
+    grown = {**card, "sigma": {**card["sigma"], "tn": card["sigma"]["tn"] + 1}}
+    assert card_digest(grown) != card_digest(card)
+    assert len(card_digest(card)) == 12

@@ -148,3 +148,24 @@ def test_without_per_item_data_the_corrected_change_has_no_interval(
     assert row.rate_corrected_method == "no CI: no per-item data"
     shown = _table_row(row, before, after)
     assert shown["Δ corrected pts [95% CI]"] == f"{100 * row.rate_corrected_diff:+.1f}"
+
+
+def test_sides_with_different_cards_of_one_judge_version_are_not_paired(
+    sides: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """One judge version can have two cards (its reference files grew, or a run carries
+    a card of its own): same ``card_id``, other counts. The sides then rest on different
+    error rates, so the corrected Δ has no CI, and each side's digest names its card."""
+    before, after = sides
+    other = tmp_path / "after-other-card"
+    shutil.copytree(after, other)
+    path = other / CARDS_DIR / card_filename("rules")
+    card = json.loads(path.read_text())
+    card["sigma"] = {**card["sigma"], "fp": card["sigma"]["fp"] + 5, "tn": card["sigma"]["tn"] - 5}
+    path.write_text(json.dumps(card))
+    (row,) = compare_runs(before, other)
+    assert row.rate_corrected_method == "no CI: sides corrected with different cards"
+    assert row.rate_corrected_diff_ci_low is None and row.rate_corrected_diff_ci_high is None
+    (same,) = compare_runs(before, after)
+    assert same.rate_corrected_method == SHARED_ERRORS
+    assert _cell(before).judge_card_sha == _cell(after).judge_card_sha is not None

@@ -85,6 +85,9 @@ class JudgedCell(CellBase):
     ci_corrected_high: float | None = None
     correction_note: str | None = None
     judge_card: str | None = None
+    judge_card_sha: str | None = None
+    """``card.card_digest`` of the card behind the corrected figures (one judge version
+    can have several cards as its reference files grow)."""
     correction_strata: dict[str, str | None] | None = None
     """Card strata the correction used (``{"dataset": "gsm8k", "model": ...}``); a None
     value: the card does not cover the run on that axis (extrapolated, see the note)."""
@@ -242,6 +245,7 @@ FIELDS: dict[str, Any] = {
     "ci_corrected_high": None,
     "correction_note": None,
     "judge_card": None,
+    "judge_card_sha": None,
     "correction_strata": None,
     "correction_sensitivity": None,
     "correction_specificity": None,

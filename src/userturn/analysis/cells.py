@@ -45,6 +45,7 @@ from userturn.analysis.sampling import (
     null_spread,
 )
 from userturn.judges import normalize_judge_spec
+from userturn.judges.card import card_digest
 from userturn.rundir.records import LikelihoodRecord
 from userturn.rundir.store import JudgmentFact, Store, TurnFact
 
@@ -200,6 +201,7 @@ class Cell:
             items_always=spread.always,
             item_rate_histogram=list(spread.histogram) if spread.n_items else None,
             judge_card=None if card is None else str(card["card_id"]),
+            judge_card_sha=None if card is None else card_digest(card),
             rate_corrected=None if fixed is None else fixed.rate,
             ci_corrected_low=None if fixed is None else fixed.ci_low,
             ci_corrected_high=None if fixed is None else fixed.ci_high,

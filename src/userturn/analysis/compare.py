@@ -170,6 +170,8 @@ def _corrected_diff(
         why = "no per-item data"
     elif set(a.per_item) != set(b.per_item):
         why = "items differ"
+    elif ca.judge_card_sha != cb.judge_card_sha:
+        why = "sides corrected with different cards"  # e.g. one run carries its own card
     elif ca.judge_card != cb.judge_card or ca.correction_strata != cb.correction_strata:
         why = "sides corrected with different card strata"
     if why or a.per_item is None or b.per_item is None or a.card is None:

@@ -248,6 +248,7 @@ def results_table(cells: list[CellSummary]) -> Table:
                 ("corrected_ci_low", _attr("ci_corrected_low")),
                 ("corrected_ci_high", _attr("ci_corrected_high")),
                 ("judge_card", _attr("judge_card")),
+                ("judge_card_sha", _attr("judge_card_sha")),
             ),
             bool(cards_used(judged)),
         ),

@@ -211,6 +211,18 @@ def build_card(
     }
 
 
+def card_digest(card: dict[str, Any]) -> str:
+    """A short digest of what a card measured (every field but ``created``).
+
+    ``card_id`` names the judge and its version, not the measurement: re-measuring one
+    judge on grown reference files changes its counts, and so every corrected rate, under
+    the same id. A run records this digest beside the id, so two corrected figures can be
+    told apart by the card that produced them."""
+    body = {k: v for k, v in card.items() if k != "created"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 def card_filename(judge_id: str) -> str:
     """A file name for a judge id (``llm:openai:m`` -> ``llm_openai_m.json``)."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", judge_id).strip("_") + ".json"
