@@ -65,6 +65,13 @@ def inputs(rows: list[dict[str, Any]]) -> list[JudgeInput]:
     return [JudgeInput(r["id"], tuple(r["messages"]), r["user_turn"]) for r in rows]
 
 
+def verdicts_of(judge: Judge, rows: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
+    """σ and labels of ``judge`` on ``rows``, as arrays."""
+    verdicts = judge.judge(inputs(rows))
+    sigma = np.array([bool(v.genuine) for v in verdicts], dtype=bool)
+    return sigma, np.array([str(v.label) for v in verdicts], dtype=object)
+
+
 def fit_offline(ref: Reference, train: np.ndarray) -> Judge:
     return OfflineJudge(OFFLINE, params=Params.from_json(fit_arrays(ref.take(train))))
 
@@ -77,9 +84,7 @@ def predict(
     labels = np.full(len(ref.rows), "", dtype=object)
     scored = np.zeros(len(ref.rows), dtype=bool)
     for train, test in splits:
-        verdicts = fit(ref, train).judge(inputs([ref.rows[i] for i in test]))
-        sigma[test] = [bool(v.genuine) for v in verdicts]
-        labels[test] = [str(v.label) for v in verdicts]
+        sigma[test], labels[test] = verdicts_of(fit(ref, train), [ref.rows[i] for i in test])
         scored[test] = True
     return sigma, labels, scored
 
@@ -159,9 +164,7 @@ def evaluate(ref: Reference, repeats: int) -> dict[str, Any]:
 
 
 def rules_baseline(ref: Reference) -> dict[str, Any]:
-    verdicts = RulesJudge(Spec(kind="rules", target="", raw="rules")).judge(inputs(ref.rows))
-    sigma = np.array([bool(v.genuine) for v in verdicts])
-    pred = np.array([str(v.label) for v in verdicts], dtype=object)
+    sigma, pred = verdicts_of(RulesJudge(Spec(kind="rules", target="", raw="rules")), ref.rows)
     styles = protocol.styles(ref.rows)
     return {"rules_all": summarise(ref.genuine, ref.labels, sigma, pred),
             "rules_style": per_stratum(ref, styles, sigma, pred)}  # fmt: skip
@@ -189,9 +192,7 @@ def control(judge: Judge) -> dict[str, Any]:
 
 def heldout(judge: Judge, name: str, part: Reference) -> dict[str, Any]:
     """A judge on the held-out human turns (``protocol.HELDOUT_FILE``)."""
-    verdicts = judge.judge(inputs(part.rows))
-    sigma = np.array([bool(v.genuine) for v in verdicts])
-    pred = np.array([str(v.label) for v in verdicts], dtype=object)
+    sigma, pred = verdicts_of(judge, part.rows)
     out = summarise(part.genuine, part.labels, sigma, pred)
     print(name, "heldout", json.dumps(out), flush=True)
     sources = np.array([str(r.get("dataset")) for r in part.rows])
