@@ -5,6 +5,7 @@ Run all quick tests with ``make test`` (or ``.venv/bin/python -m pytest -m "not 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -63,20 +64,17 @@ def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 120.0) -
     raise TimeoutError(f"{url} not up after {timeout}s")
 
 
-@pytest.fixture(scope="session")
-def llama_server(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real OpenAI-compatible llama-cpp-python server on 127.0.0.1 with SmolLM2.
-
-    Yields the base URL (``http://127.0.0.1:PORT/v1``). One per test session.
-    """
+@contextlib.contextmanager
+def serve_llama(model: Path, log: Path, *extra: str) -> Iterator[str]:
+    """A real ``python -m llama_cpp.server`` on 127.0.0.1 with ``model`` and the server
+    options in ``extra``; yields its base URL (``http://127.0.0.1:PORT/v1``)."""
     port = free_port()
-    log = tmp_path_factory.mktemp("llama_server") / "server.log"
     cmd = [
         sys.executable,
         "-m",
         "llama_cpp.server",
         "--model",
-        str(smollm2_path),
+        str(model),
         "--host",
         "127.0.0.1",
         "--port",
@@ -85,6 +83,7 @@ def llama_server(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -
         "4096",
         "--n_threads",
         str(os.cpu_count() or 2),
+        *extra,
     ]
     with log.open("wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
@@ -97,3 +96,33 @@ def llama_server(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+@pytest.fixture(scope="session")
+def llama_server(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real OpenAI-compatible llama-cpp-python server on 127.0.0.1 with SmolLM2.
+
+    Yields the base URL (``http://127.0.0.1:PORT/v1``). One per test session.
+    """
+    log = tmp_path_factory.mktemp("llama_server") / "server.log"
+    with serve_llama(smollm2_path, log) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def llama_server_unbatched(
+    smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """The same server, evaluating prompts one token at a time (``--n_batch 1``).
+
+    Each cache entry is then computed by the same single-token kernel as a generated
+    token, whatever the server evaluated before, so a T=0 completion depends on its
+    prompt alone. On the shared server a prompt evaluated in one batch and the same
+    prompt whose prefix comes from an earlier request's generated tokens can differ in
+    the last bits on some CPUs, enough to flip a near-tie at T=0 (seen in CI on
+    2026-12-02, where ``userturn run`` and inspect sent their requests in different
+    orders). For tests that compare two clients' T=0 outputs request by request.
+    """
+    log = tmp_path_factory.mktemp("llama_server_unbatched") / "server.log"
+    with serve_llama(smollm2_path, log, "--n_batch", "1", "--n_ubatch", "1") as url:
+        yield url

@@ -1,6 +1,9 @@
 """The probe run by inspect_ai (``userturn_probe`` task) equals ``userturn run`` on the same items.
 
-Both sides talk to one real ``python -m llama_cpp.server`` (SmolLM2, 127.0.0.1): userturn
+Both sides talk to one real ``python -m llama_cpp.server`` (SmolLM2, 127.0.0.1) that
+evaluates prompts one token at a time (``llama_server_unbatched``): the two send their
+requests in different orders, and on a batching server a T=0 completion can depend on
+what was evaluated before it (seen in CI, 2026-12-02). userturn talks to it
 through its ``openai:`` backend, inspect through its ``openai-api-completions``
 provider (raw prompts to ``/v1/completions``) with userturn's solver and scorer. At T=0
 the prompts (by hash), answers, user turns and the rules judge's verdicts must match
@@ -37,7 +40,10 @@ def template(tmp_path_factory: pytest.TempPathFactory, smollm2_path: Path) -> Pa
 
 
 def test_inspect_eval_matches_userturn_run(
-    llama_server: str, template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    llama_server_unbatched: str,
+    template: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from inspect_ai import eval as inspect_eval
     from inspect_ai.log import read_eval_log
@@ -47,7 +53,7 @@ def test_inspect_eval_matches_userturn_run(
     spec = "openai:smollm2"
     cfg = RunConfig(
         models=[spec],
-        base_url=llama_server,
+        base_url=llama_server_unbatched,
         datasets=["gsm8k"],
         limit=LIMIT,
         temperatures=[0.0],
@@ -61,7 +67,7 @@ def test_inspect_eval_matches_userturn_run(
 
     monkeypatch.setenv("LLAMACPP_API_KEY", "unused")  # inspect asks for one; llama.cpp ignores it
     task = userturn_probe(  # the task as inspect's registry declares it
-        template_model=f"{spec}?base_url={llama_server}",
+        template_model=f"{spec}?base_url={llama_server_unbatched}",
         dataset="gsm8k",
         limit=LIMIT,
         judge="rules",
@@ -71,7 +77,7 @@ def test_inspect_eval_matches_userturn_run(
     (log,) = inspect_eval(
         task,
         model="openai-api-completions/llamacpp/smollm2",
-        model_base_url=llama_server,
+        model_base_url=llama_server_unbatched,
         log_dir=str(tmp_path / "logs"),
         display="none",
     )
