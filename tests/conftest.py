@@ -118,10 +118,10 @@ def llama_server_unbatched(
     Each cache entry is then computed by the same single-token kernel as a generated
     token, whatever the server evaluated before, so a T=0 completion depends on its
     prompt alone. On the shared server a prompt evaluated in one batch and the same
-    prompt whose prefix comes from an earlier request's generated tokens can differ in
-    the last bits on some CPUs, enough to flip a near-tie at T=0 (seen in CI on
-    2026-12-02, where ``userturn run`` and inspect sent their requests in different
-    orders). For tests that compare two clients' T=0 outputs request by request.
+    prompt whose prefix comes from an earlier request's generated tokens get different
+    logits (up to 1.5 apart here, docs/reliability.md), enough to flip a near-tie at T=0
+    (seen in CI on 2026-12-02, where ``userturn run`` and inspect sent their requests in
+    different orders). For tests that compare two clients' T=0 outputs request by request.
     """
     log = tmp_path_factory.mktemp("llama_server_unbatched") / "server.log"
     with serve_llama(smollm2_path, log, "--n_batch", "1", "--n_ubatch", "1") as url:
