@@ -28,6 +28,7 @@ import pytest
 from fault_server import FaultServer, fake_logprob, fake_tokens
 from userturn.backends import load_backend, parse_model_spec
 from userturn.backends.base import TemplateOptions
+from userturn.backends.llamacpp_batch import eval_prompt
 from userturn.backends.openai import (
     SPECIAL,
     CompletionShape,
@@ -210,34 +211,34 @@ def test_one_token_evaluation_makes_logits_independent_of_the_cache(smollm2_path
     """
     import llama_cpp
 
+    from userturn.datasets import load_dataset
+
+    # a GSM8K answer of 48 tokens: with batched evaluation this prompt's logits differ
+    # (a two-line answer like Q's happens not to)
+    (item,) = load_dataset("gsm8k").load_first(1)
+    question = list(item.messages)
     backend = load_backend("smollm2-135m")
     tpl = backend.template(TemplateOptions(date=DATE))
     llm = llama_cpp.Llama(
         model_path=str(smollm2_path),
-        n_ctx=512,
+        n_ctx=1024,
         n_batch=1,
         n_ubatch=1,
         logits_all=True,  # without it llama-cpp-python leaves ``scores`` unwritten
         verbose=False,
     )
     out = llm.create_completion(
-        prompt=backend.tokenize(answer_prompt(tpl, Q)),
-        max_tokens=12,
+        prompt=backend.tokenize(answer_prompt(tpl, question)),
+        max_tokens=48,
         temperature=0.0,
         repeat_penalty=1.0,
         top_k=0,
         min_p=0.0,
     )
-    ctx = [*Q, {"role": "assistant", "content": out["choices"][0]["text"]}]
+    ctx = [*question, {"role": "assistant", "content": out["choices"][0]["text"]}]
     tokens = backend.tokenize(user_turn_prompt(tpl, ctx).prompt)
-    cached = list(llm._input_ids[: llm.n_tokens])
-    common = next(
-        (i for i, (x, y) in enumerate(zip(cached, tokens, strict=False)) if x != y),
-        min(len(cached), len(tokens)),
-    )
+    common = eval_prompt(llm, tokens)  # the backend's own prefix reuse
     assert common > 20  # the answer's cache entries (decoded one token at a time) are reused
-    llm.n_tokens = common
-    llm.eval(tokens[common:])
     reused = np.array(llm.scores[: len(tokens)])
     llm.reset()
     llm.eval(tokens)
