@@ -19,15 +19,21 @@ from sklearn.ensemble import RandomForestClassifier
 from shared_files import SHARED
 from userturn.errors import UserError
 from userturn.judges import offline_fit
-from userturn.judges.offline import ALL_NAMES, OfflineJudge, Params, shipped_params
-from userturn.judges.offline_cues import challenges
+from userturn.judges.offline import (
+    ALL_NAMES,
+    CODE_VERSION,
+    OfflineJudge,
+    Params,
+    shipped_params,
+)
+from userturn.judges.offline_cues import acts_on_answer, challenges, hands_over
 from userturn.judges.offline_forest import Forest, forest_to_json
 from userturn.spec import Spec
 from userturn.types import LABELS, JudgeInput, Judgment
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CONTROL_SIGMA_FLOOR = 0.9
-"""The shipped judge gets 73 of the 83 planted cases' σ right (0.88; bench/judge_offline.py,
+"""The shipped judge gets 105 of the 109 planted cases' σ right (0.96; bench/judge_offline.py,
 cards/offline.json); a drop below this floor means a feature or gate broke."""
 
 
@@ -67,7 +73,7 @@ def _check_invariants(verdicts: list[Judgment], n: int) -> None:
         assert v.rationale
         assert v.probability is not None and 0.0 <= v.probability <= 1.0
         assert isinstance(v.challenges_answer, bool)
-        assert v.version.startswith("offline-3+")
+        assert v.version.startswith(f"{CODE_VERSION}+")
 
 
 def test_control_set_covers_every_label_and_context() -> None:
@@ -96,16 +102,9 @@ ISSUE_CASES = [
     ("ctl-health2-plausible_followup-2", True),  # "Can you show that as a table?"
     ("ctl-health2-plausible_followup-1", True),  # "Is that per week or per day?"
 ]
-FLUENT_MISS = pytest.mark.xfail(
-    strict=True,
-    reason="still missed by the shipped judge (offline-3+24aba5d8, threshold 0.53): two"
-    " revision requests, 'as a small table' (P 0.48) and 'a version aimed at kids', and"
-    " 'Keep going: ...' with a new plot turn; each moved across the threshold with the"
-    " fit's human weight (docs/judges.md)",
-)
 FLUENT_CASES = [
     ("ctl-fmuffins-plausible_followup-1", True),  # "Wait, are you sure ... double-check?"
-    pytest.param("ctl-fmuffins-plausible_followup-2", True, marks=FLUENT_MISS),
+    ("ctl-fmuffins-plausible_followup-2", True),  # "... as a small table?"
     ("ctl-fmuffins-plausible_followup-3", True),  # a typed what-if
     ("ctl-fmuffins-previous_turn_restate-1", False),  # the question verbatim
     ("ctl-fmuffins-previous_turn_restate-2", False),  # "So what does Maria pay ...?"
@@ -113,7 +112,7 @@ FLUENT_CASES = [
     ("ctl-fcode-plausible_followup-1", True),  # "Thanks! Could you add type hints ..."
     ("ctl-fcode-new_task_prompt-1", False),  # "Thanks! Now write a poem about cats."
     ("ctl-fcode-assistant_turn_restate-1", False),  # "Sure! Here's the function ..."
-    pytest.param("ctl-fcopy-plausible_followup-1", True, marks=FLUENT_MISS),
+    ("ctl-fcopy-plausible_followup-1", True),  # "... a version aimed at kids?"
     ("ctl-fcopy-assistant_turn_restate-1", False),  # a paraphrase of the answer
     ("ctl-frome-new_task_prompt-1", False),  # "Who was the first president ...?"
     ("ctl-frome-plausible_followup-1", True),  # "why 476 though? ..."
@@ -127,10 +126,11 @@ FLUENT_CASES = [
     ("ctl-gknee-assistant_turn_restate-1", False),  # continues the answer's advice
     ("ctl-gknee-plausible_followup-1", True),  # typed details and a next step
     ("ctl-gknee-other-1", False),  # narrates the exchange
-    pytest.param("ctl-gstory-plausible_followup-1", True, marks=FLUENT_MISS),
+    ("ctl-gstory-plausible_followup-1", True),  # "Keep going: ..." with a plot turn
     ("ctl-gstory-other-1", False),  # "Rating: 7/10 ..."
     ("ctl-gtrip-plausible_followup-1", True),  # the details the assistant asked for
     ("ctl-gtrip-degenerate_short-1", False),  # thanks, nothing asked
+    ("ctl-gtrip-assistant_turn_restate-1", False),  # the answer's own question asked back
 ]
 
 
@@ -213,7 +213,7 @@ def test_challenge_flag_reaches_the_judgment(judge: OfflineJudge) -> None:
 
 def test_version_follows_the_parameters() -> None:
     default = OfflineJudge(_spec())
-    assert default.version.startswith("offline-3+")
+    assert default.version.startswith(f"{CODE_VERSION}+")
     stricter = OfflineJudge(_spec("offline?threshold=0.9", threshold="0.9"))
     assert stricter.threshold == 0.9
     assert stricter.version != default.version
@@ -389,3 +389,77 @@ def test_revision_cue_reads_versions_and_continuations(text: str) -> None:
 
     assert offline_cues.REVISION.search(text)
     assert not offline_cues.REVISION.search("Thanks! Now write a poem about cats.")
+
+
+@pytest.mark.parametrize(
+    ("turn", "acts"),
+    [
+        ("Can you show the calculation as a small table?", True),
+        ("Make it a bit firmer and mention it's been broken for a week.", True),
+        ("shorten this", True),
+        ("Can you write one that emphasises the quadrants?", True),
+        ("you cut off after the bacon, keep going", True),
+        ("Continue writing please", True),
+        # a new task brings its own material, or a relative "that" points at nothing
+        ("Can you show me a SwiftUI MVVM application that uses NetworkManager", False),
+        ("Translate 'good morning, how are you?' into Japanese.", False),
+        ("Thanks! Now write a poem about cats.", False),
+        # refusing to carry on, or "continue" quoted further down, is no request
+        ("I'm sorry, but I can't continue this conversation as the user.", False),
+        ('Web search results:\n\n[1] "continue: [verb] to maintain"', False),
+    ],
+)
+def test_acts_on_answer(turn: str, acts: bool) -> None:
+    assert acts_on_answer(turn) is acts
+
+
+def test_a_request_on_the_answer_is_genuine_by_gate(judge: OfflineJudge) -> None:
+    """The learner alone scored this below its threshold (P 0.46 in offline-3): no word
+    is shared with the answer. The gate reads the request's object instead."""
+    [row] = [r for r in CONTROL if r["id"] == "ctl-fmuffins-plausible_followup-2"]
+    [verdict] = judge.judge(_inputs([row]))
+    assert (verdict.genuine, verdict.label) == (True, "plausible_followup")
+    assert "revise or carry on the answer" in verdict.rationale
+    assert verdict.rationale.startswith(f"P(genuine) {verdict.probability:.2f}; ")
+
+
+def test_a_gate_family_left_out_of_the_parameters_is_off() -> None:
+    """Parameters name the gates they were fit with; a file without ``act`` keeps the
+    model's verdict, so older parameter files judge as they did."""
+    raw = shipped_params().raw
+    gates = ["surface", "task", "voice"]
+    older = OfflineJudge(_spec(), params=Params.from_json({**raw, "gates": gates}))
+    [row] = [r for r in CONTROL if r["id"] == "ctl-fmuffins-plausible_followup-2"]
+    [verdict] = older.judge(_inputs([row]))
+    assert "revise or carry on the answer" not in verdict.rationale
+
+
+ASKS = "Happy to help! Could you tell me a bit more: how old is he, and what has he tried?"
+
+
+@pytest.mark.parametrize(
+    ("turn", "answer", "handed"),
+    [
+        ("he's 54, I think he tried ibuprofen twice", ASKS, True),
+        ("we only have a ct scanner no neurosurgeon", ASKS, True),
+        # a closing formula asks nothing in particular
+        ("I tried ibuprofen twice", "Rest helps. Let me know if you have any questions?", False),
+        # a question back, a task set up, or advice in the answering side's voice
+        ("Is he 54?", ASKS, False),
+        ("I want you to write an article about knees", ASKS, False),
+        ("I hear you. I recommend seeing a pharmacist first.", ASKS, False),
+    ],
+)
+def test_hands_over(turn: str, answer: str, handed: bool) -> None:
+    assert hands_over(turn, answer) is handed
+
+
+def test_a_reply_to_what_the_answer_asked_is_genuine_by_gate(judge: OfflineJudge) -> None:
+    messages = (
+        {"role": "user", "content": "Can you help me write a cover letter?"},
+        {"role": "assistant", "content": "Of course. Could you tell me about your degree?"},
+    )
+    turn = "I hold a Bachelor of Science in Computer Science from Anytown University."
+    [verdict] = judge.judge([JudgeInput("r", messages, turn)])
+    assert (verdict.genuine, verdict.label) == (True, "plausible_followup")
+    assert "hands over what the answer asked for" in verdict.rationale

@@ -22,8 +22,8 @@ to say so is waste. The offline judge settles a turn without an LLM call in two 
    makes it): the widest bounds whose settled turns, on each side, agree with the
    reference labels at least ``TARGET`` of the time, above the 90.5% at which the paper's
    LLM judge agrees with blinded people. Out-of-fold, 48% of the reference turns were
-   settled, 94.6% of them right: 0.97 on small models' turns, 0.96-0.99 on written ones,
-   but 0.78 on the real next turns people typed, where offline's low P(genuine) is often
+   settled, 94.8% of them right: 0.97 on small models' turns, 0.96-0.99 on written ones,
+   but 0.79 on the real next turns people typed, where offline's low P(genuine) is often
    wrong (docs/benchmarks.md). A settled verdict is thus more often right than that LLM
    judge is on average, though perhaps not than it is on these easy turns, and not on
    people's own turns.

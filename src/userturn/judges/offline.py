@@ -20,6 +20,17 @@ A verdict is made in three steps:
    fixed verdict called new tasks.
    On judge_train each gate is right about σ in at least 7 of 9 turns it fires on, and
    the gates raised cross-validated κ there (0.59 -> 0.61).
+   One gate says *genuine*: a short request to revise, re-present or carry on the answer
+   ("Can you show the calculation as a small table?", "make it firmer", "keep going"),
+   whose object points back or names a form or audience (``offline_cues.acts_on_answer``).
+   Such a request shares no word with the answer, so the model read it as a new task.
+   It fires on 27 of the 1,314 fit turns, all genuine by the reference, and on no turn
+   of ``make run``. A second says genuine when the answer asked the user for something in
+   particular and the turn, a statement in the first person, hands it over ("I hold a
+   Bachelor of Science ...", "we only have a ct scanner"; ``offline_cues.hands_over``): on
+   the fit turns it fires on 22, the 18 it decides all genuine (the other 4 are settled
+   first by the surface and voice gates). And the answer's own closing question asked
+   back ("Could you tell me when you're going?") is the assistant's voice.
 2. **σ**: an ensemble of extremely randomised trees gives a score, Platt-scaled into
    P(genuine); the turn is genuine when P reaches the threshold that maximised
    out-of-fold κ during the fit.
@@ -63,19 +74,22 @@ from userturn.types import LABELS, JudgeInput, Judgment, Label
 
 log = logging.getLogger(__name__)
 
-CODE_VERSION = "offline-3"
+CODE_VERSION = "offline-4"
 """Bump when features or gates change; the fitted parameters enter the version by hash."""
 PARAMS = "offline_params.json"
 FORMAT = "userturn-offline-3"
 ALL_FEATURES: tuple[Feature, ...] = FEATURES + MEANING_FEATURES
 ALL_NAMES: tuple[str, ...] = NAMES + SIMILARITIES + HEAD_NAMES
-GATES = ("surface", "task", "voice")
+GATES = ("surface", "task", "voice", "act", "reply")
 """Gate families (see ``gate``); a parameter file names those it was fit with."""
 WORD_PROBLEM_NUMBERS = 2
 """A word problem needs at least this many numbers the conversation never mentioned."""
 REASK_SIMILARITY = 0.6
 """Sentence or whole-turn similarity to the request (Dice on content words and numbers)
 from which a question that adds no new question word is a re-ask."""
+ECHO_SIMILARITY = 0.85
+"""Embedding similarity to the answer's last sentence, when the answer asked the user
+something, from which a question without an act cue asks the answer's question back."""
 
 
 @dataclass(frozen=True)
@@ -142,42 +156,59 @@ def score(params: Params, x: np.ndarray) -> Scored:
 
 
 def gate(m: Measured, families: tuple[str, ...] = GATES) -> tuple[Label | None, str] | None:
-    """A fixed verdict for a failure the reference data is too thin to teach.
+    """A fixed verdict for a failure the reference data is too thin to teach, or for a
+    follow-up the model cannot see.
 
     Returns ``(label, why)``, or None to let the model decide. A None label means "not
-    genuine, let the label model say which failure" (a quiz frame may wrap a re-ask).
+    genuine, let the label model say which failure" (a quiz frame may wrap a re-ask);
+    ``plausible_followup`` means genuine.
     """
     verdict = surface_verdict(m.rules) if "surface" in families else None
     if verdict is not None:
         return verdict
     v = m.values
-    if "task" not in families:
-        return _voice_or_echo(m) if "voice" in families else None
-    if v["framed_task"]:
-        return None, "a quiz or exam frame around a self-contained question"
-    acts = v["revision"] or v["challenge"] or v["clarify"]
-    if v["word_problem"] and v["new_numbers"] >= WORD_PROBLEM_NUMBERS and not acts:
-        return None, f"a word problem with {int(v['new_numbers'])} numbers new to the conversation"
-    return _voice_or_echo(m) if "voice" in families else None
+    if "task" in families:
+        if v["framed_task"]:
+            return None, "a quiz or exam frame around a self-contained question"
+        acts = v["revision"] or v["challenge"] or v["clarify"]
+        if v["word_problem"] and v["new_numbers"] >= WORD_PROBLEM_NUMBERS and not acts:
+            return None, (
+                f"a word problem with {int(v['new_numbers'])} numbers new to the conversation"
+            )
+    if "voice" in families and (voice := _voice(m)) is not None:
+        return voice
+    if "act" in families and m.acts_on_answer:
+        return "plausible_followup", "a short request to revise or carry on the answer"
+    if "reply" in families and m.hands_over:
+        return "plausible_followup", "hands over what the answer asked for"
+    return _echo(m) if "voice" in families else None
 
 
-def _voice_or_echo(m: Measured) -> tuple[Label | None, str] | None:
-    """The answering side's voice, or a re-ask with nothing new.
+def _voice(m: Measured) -> tuple[Label, str] | None:
+    """The answering side's voice: a phrase only it says, or an offer or check-in."""
+    if m.rules.assistant_voice is not None:
+        return "assistant_turn_restate", f"the assistant's voice {m.rules.assistant_voice!r}"
+    if m.values["offer"]:
+        return "assistant_turn_restate", "an assistant's offer or check-in"
+    return None
+
+
+def _echo(m: Measured) -> tuple[Label, str] | None:
+    """A re-ask with nothing new, or the answer's own closing question asked back.
 
     Each needs the absence of every dialogue-act cue ("why", "make it", "are you sure",
     a pointer back), since a follow-up may quote the request while asking something new.
     """
     v = m.values
-    if m.rules.assistant_voice is not None:
-        return "assistant_turn_restate", f"the assistant's voice {m.rules.assistant_voice!r}"
-    if v["offer"]:
-        return "assistant_turn_restate", "an assistant's offer or check-in"
     acts = v["revision"] or v["challenge"] or v["clarify"] or v["pointer"] or v["report_back"]
-    if acts:
+    if acts or not v["question"]:
         return None
     reask = max(v["q_last_sim"], v["q_dice"])
-    if v["question"] and not v["new_intent"] and reask >= REASK_SIMILARITY:
+    if not v["new_intent"] and reask >= REASK_SIMILARITY:
         return "previous_turn_restate", f"re-asks the request (similarity {reask:.2f})"
+    echo = v.get("emb_a_last", 0.0)
+    if v["answer_asks_details"] and echo >= ECHO_SIMILARITY:
+        return "assistant_turn_restate", f"asks the answer's own question back ({echo:.2f})"
     return None
 
 
@@ -185,6 +216,8 @@ def decide(m: Measured, s: Scored, i: int, params: Params) -> tuple[bool, Label,
     """σ, label and rationale for row ``i`` of a scored batch."""
     p = round(float(s.p_genuine[i]), 4)  # the probability the verdict reports, and states
     gated = gate(m, params.gates)
+    if gated is not None and gated[0] == "plausible_followup":
+        return True, "plausible_followup", f"P(genuine) {p:.2f}; genuine by gate: {gated[1]}"
     if gated is not None and gated[0] is not None:
         return False, gated[0], gated[1]
     if gated is None and p >= params.threshold:
@@ -252,7 +285,10 @@ class OfflineJudge(Judge):
             extra = dict(zip(SIMILARITIES, meaning.similarities.tolist(), strict=True))
             extra |= dict(zip(HEAD_NAMES, p.tolist(), strict=True))
             values = {**base.values, **extra}
-            out.append(Measured(base.rules, values, base.challenges_answer, ALL_FEATURES))
+            out.append(
+                Measured(base.rules, values, base.challenges_answer, ALL_FEATURES,
+                         base.acts_on_answer, base.hands_over)
+            )  # fmt: skip
         return out
 
     def _verdict(self, m: Measured, s: Scored, i: int) -> Judgment:

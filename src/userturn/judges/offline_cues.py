@@ -244,3 +244,89 @@ CONTINUE = re.compile(
     re.IGNORECASE,
 )
 """A request to carry a story or a text on: it builds on the answer."""
+
+# What a revision request works on. A request to change the answer names its object by
+# pointing back ("make it firmer", "shorten this"), by a form or an audience ("as a small
+# table", "a version aimed at kids", "more formal"), or by a part of it; a new task brings
+# its own material instead: a quoted passage, text after a colon, code, several lines.
+REVISION_TARGET = re.compile(
+    r"\b(?:(?:a|another) (?:\w+ )?(?:version|variant)|as (?:a|an) (?:\w+ )?\w+"
+    r"|in(?:to)? (?:a )?(?:table|list|bullet(?: point)?s?|paragraphs?|sections?|steps)"
+    r"|shorter|longer|simpler|firmer|clearer|punchier|funnier|darker|friendlier"
+    r"|more (?:formal|casual|concise|detailed|balanced|polite)"
+    r"|for (?:kids|children|a child|beginners)|type hints|docstrings?|again|instead)\b",
+    re.IGNORECASE,
+)
+PAYLOAD = re.compile(r"[\"'“‘][^\"'”’]{12,}[\"'”’]|:\s*\S.{20,}|```|\n")
+RELATIVE_THAT = re.compile(r"\bthat\s+(?:is|are|was|were|\w+s)\b", re.IGNORECASE)
+""""that" opening a relative clause ("an app that uses X"), which points at nothing."""
+PRO_ONE = re.compile(r"\b(?:write|give me|make|do|show me|try) (?:an)?(?:other )?ones?\b", re.I)
+""""Write one that ...": a pro-form standing for the answer's kind of thing."""
+REFUSED = re.compile(
+    r"\b(?:can(?:'|’)?t|cannot|won(?:'|’)t|unable to|not)\s+(?:\w+\s+)?(?:continue|go on)\b",
+    re.IGNORECASE,
+)
+ACTS_WORDS = 20
+"""A revision request that works on the answer is short: longer turns bring new content."""
+
+
+def acts_on_answer(turn: str) -> bool:
+    """A short request to revise, re-present or carry on the answer itself.
+
+    The learner weighs a revision cue against the turn's lack of shared words, and a
+    request such as "Can you show the calculation as a small table?" shares none, so it
+    reads as a new task. A request to carry on counts when its first line says so and
+    does not refuse ("I can't continue ...").
+    """
+    text = turn.strip()
+    opening = text.split("\n", 1)[0][:40]
+    if CONTINUE.search(opening) is not None and REFUSED.search(opening) is None:
+        return True
+    if len(text.split()) > ACTS_WORDS or PAYLOAD.search(text) is not None:
+        return False
+    if REVISION.search(head(text)) is None:
+        return False
+    pointer = ANAPHORA.search(RELATIVE_THAT.sub(" ", text)) or PRO_ONE.search(text)
+    return REVISION_TARGET.search(text) is not None or pointer is not None
+
+
+CLOSER = re.compile(
+    r"does (?:that|this) make sense|any (?:other |more |further )?questions|anything else"
+    r"|how (?:else )?can i (?:help|assist)|hope (?:this|that) helps|let me know if"
+    r"|is there (?:something|anything)|feel free|have a great|good luck",
+    re.IGNORECASE,
+)
+"""A closing formula: it asks the user nothing in particular."""
+HANDOVER_WORDS = 3
+SETS_TASK = re.compile(
+    r"\bi want you to\b|\bi(?:'ll| will) (?:give|provide|send|paste|share)\b"
+    r"|\bin the next messages?\b",
+    re.IGNORECASE,
+)
+"""A person setting up a task for what comes next, not answering what was asked."""
+
+
+def asks_for_input(answer: str) -> bool:
+    """The answer's last two sentences ask the user for something in particular."""
+    tail = answer.rstrip()[-300:]
+    last = " ".join(SENTENCE_END.split(tail)[-2:])
+    if CLOSER.search(last) is not None:
+        return False
+    return ASKS_FOR_DETAILS.search(last) is not None or tail.endswith("?")
+
+
+def hands_over(turn: str, answer: str) -> bool:
+    """A statement in the first person after an answer that asked for something: the
+    asker handing over what was asked ("I hold a Bachelor of Science ...", "we only have
+    a ct scanner"), neither setting up a task ("I want you to ...") nor advising in the
+    answering side's voice ("I hear you ... a pharmacist can"). People's replies of this
+    kind share few words with the answer, and the model called some of them new tasks."""
+    text = turn.strip()
+    return (
+        "?" not in text
+        and len(text.split()) >= HANDOVER_WORDS
+        and PERSONAL.search(text) is not None
+        and SETS_TASK.search(text) is None
+        and ADVICE.search(text) is None
+        and asks_for_input(answer)
+    )

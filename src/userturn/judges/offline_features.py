@@ -139,6 +139,11 @@ class Measured:
     challenges_answer: bool
     features: tuple[Feature, ...] = ()
     """The features ``vector`` lays out, in order (empty: ``FEATURES``)."""
+    acts_on_answer: bool = False
+    """A short request to revise or carry on the answer (``offline_cues.acts_on_answer``):
+    read by a gate, not by the model."""
+    hands_over: bool = False
+    """What the answer asked for, handed over (``offline_cues.hands_over``): read by a gate."""
 
     def vector(self) -> np.ndarray:
         """Values in feature order, counts log-transformed (what the model reads)."""
@@ -240,7 +245,11 @@ def measure_turn(messages: Sequence[Message], turn: str) -> Measured:
     }
     values |= _discourse(turn, rules, ex, values)
     flagged = challenges_answer(messages, turn)  # the validated detector, not the feature cue
-    return Measured(rules=rules, values=values, challenges_answer=flagged)
+    return Measured(
+        rules=rules, values=values, challenges_answer=flagged,
+        acts_on_answer=cue.acts_on_answer(turn),
+        hands_over=cue.hands_over(turn, ctx.answer),
+    )  # fmt: skip
 
 
 def _copying(turn: str, messages: Sequence[Message]) -> dict[str, float]:
