@@ -432,6 +432,7 @@ def test_a_gate_family_left_out_of_the_parameters_is_off() -> None:
     [row] = [r for r in CONTROL if r["id"] == "ctl-fmuffins-plausible_followup-2"]
     [verdict] = older.judge(_inputs([row]))
     assert "revise or carry on the answer" not in verdict.rationale
+    assert verdict.genuine is False  # the model alone: P below the threshold
 
 
 ASKS = "Happy to help! Could you tell me a bit more: how old is he, and what has he tried?"
