@@ -26,7 +26,7 @@ from userturn.judges.offline import (
     Params,
     shipped_params,
 )
-from userturn.judges.offline_cues import acts_on_answer, challenges, hands_over
+from userturn.judges.offline_cues import acts_on_answer, asks_for_input, challenges, hands_over
 from userturn.judges.offline_forest import Forest, forest_to_json
 from userturn.spec import Spec
 from userturn.types import LABELS, JudgeInput, Judgment
@@ -452,7 +452,7 @@ ASKS = "Happy to help! Could you tell me a bit more: how old is he, and what has
     ],
 )
 def test_hands_over(turn: str, answer: str, handed: bool) -> None:
-    assert hands_over(turn, answer) is handed
+    assert hands_over(turn, asks_for_input(answer)) is handed
 
 
 def test_a_reply_to_what_the_answer_asked_is_genuine_by_gate(judge: OfflineJudge) -> None:

@@ -47,7 +47,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -206,7 +206,7 @@ def _echo(m: Measured) -> tuple[Label, str] | None:
     reask = max(v["q_last_sim"], v["q_dice"])
     if not v["new_intent"] and reask >= REASK_SIMILARITY:
         return "previous_turn_restate", f"re-asks the request (similarity {reask:.2f})"
-    echo = v.get("emb_a_last", 0.0)
+    echo = v["emb_a_last"]
     if v["answer_asks_details"] and echo >= ECHO_SIMILARITY:
         return "assistant_turn_restate", f"asks the answer's own question back ({echo:.2f})"
     return None
@@ -285,10 +285,7 @@ class OfflineJudge(Judge):
             extra = dict(zip(SIMILARITIES, meaning.similarities.tolist(), strict=True))
             extra |= dict(zip(HEAD_NAMES, p.tolist(), strict=True))
             values = {**base.values, **extra}
-            out.append(
-                Measured(base.rules, values, base.challenges_answer, ALL_FEATURES,
-                         base.acts_on_answer, base.hands_over)
-            )  # fmt: skip
+            out.append(replace(base, values=values, features=ALL_FEATURES))
         return out
 
     def _verdict(self, m: Measured, s: Scored, i: int) -> Judgment:

@@ -315,18 +315,19 @@ def asks_for_input(answer: str) -> bool:
     return ASKS_FOR_DETAILS.search(last) is not None or tail.endswith("?")
 
 
-def hands_over(turn: str, answer: str) -> bool:
-    """A statement in the first person after an answer that asked for something: the
+def hands_over(turn: str, asked: bool) -> bool:
+    """A statement in the first person after an answer that asked for something in
+    particular (``asked``: ``asks_for_input`` of the answer, computed once per context): the
     asker handing over what was asked ("I hold a Bachelor of Science ...", "we only have
     a ct scanner"), neither setting up a task ("I want you to ...") nor advising in the
     answering side's voice ("I hear you ... a pharmacist can"). People's replies of this
     kind share few words with the answer, and the model called some of them new tasks."""
     text = turn.strip()
     return (
-        "?" not in text
+        asked
+        and "?" not in text
         and len(text.split()) >= HANDOVER_WORDS
         and PERSONAL.search(text) is not None
         and SETS_TASK.search(text) is None
         and ADVICE.search(text) is None
-        and asks_for_input(answer)
     )

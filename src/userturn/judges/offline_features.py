@@ -169,6 +169,7 @@ class _Extras:
     answer_asks: bool
     answer_cut: bool
     asks_details: bool
+    asks_in_particular: bool
 
 
 def numbers(text: str) -> frozenset[str]:
@@ -215,6 +216,7 @@ def _extras(key: tuple[tuple[str, str], ...]) -> _Extras:
         answer_asks="?" in tail[-120:],
         answer_cut=bool(tail) and tail[-1] not in ".!?)\"'`*:”’",
         asks_details=cue.ASKS_FOR_DETAILS.search(tail) is not None or tail.endswith("?"),
+        asks_in_particular=cue.asks_for_input(ctx.answer),
     )
 
 
@@ -248,7 +250,7 @@ def measure_turn(messages: Sequence[Message], turn: str) -> Measured:
     return Measured(
         rules=rules, values=values, challenges_answer=flagged,
         acts_on_answer=cue.acts_on_answer(turn),
-        hands_over=cue.hands_over(turn, ctx.answer),
+        hands_over=cue.hands_over(turn, ex.asks_in_particular),
     )  # fmt: skip
 
 
