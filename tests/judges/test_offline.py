@@ -26,7 +26,14 @@ from userturn.judges.offline import (
     Params,
     shipped_params,
 )
-from userturn.judges.offline_cues import acts_on_answer, asks_for_input, challenges, hands_over
+from userturn.judges.offline_cues import (
+    acts_on_answer,
+    asks_for_input,
+    challenges,
+    hands_over,
+    invites_move,
+    makes_move,
+)
 from userturn.judges.offline_forest import Forest, forest_to_json
 from userturn.spec import Spec
 from userturn.types import LABELS, JudgeInput, Judgment
@@ -400,6 +407,11 @@ def test_revision_cue_reads_versions_and_continuations(text: str) -> None:
         ("Can you write one that emphasises the quadrants?", True),
         ("you cut off after the bacon, keep going", True),
         ("Continue writing please", True),
+        # asking for the answer again, simpler or deeper, names nothing but is about it
+        ("get me a detailed answer", True),
+        ("oh no! i didnt understand single word! please explain me like im five year old", True),
+        # ... unless it is the answering side failing to read a request
+        ("I'm sorry, but I don't understand your request. Can you clarify?", False),
         # a new task brings its own material, or a relative "that" points at nothing
         ("Can you show me a SwiftUI MVVM application that uses NetworkManager", False),
         ("Translate 'good morning, how are you?' into Japanese.", False),
@@ -453,6 +465,52 @@ ASKS = "Happy to help! Could you tell me a bit more: how old is he, and what has
 )
 def test_hands_over(turn: str, answer: str, handed: bool) -> None:
     assert hands_over(turn, asks_for_input(answer)) is handed
+
+
+@pytest.mark.parametrize(
+    ("turn", "answer", "moved"),
+    [
+        ("fine. hxg4", "25. g4\n\nI aim to gain more space. What is your response?", True),
+        ("2. Bf1-c4", "As black, I respond with:\n\n1... e7-e5\n\nNow it's your turn again.", True),
+        ("look for a weapon", "The door creaks open behind you. What do you do?", True),
+        # a move is a few words, not a question; an answer that hands over no move
+        ("I think I'd open with the queen's pawn and then see", "Your move.", False),
+        ("what are the rules?", "Your move.", False),
+        ("hxg4", "That line wins a pawn for White.", False),
+        ("Thank you.", "I look forward to your response.", False),
+    ],
+)
+def test_a_move_after_an_answer_that_hands_it_over(turn: str, answer: str, moved: bool) -> None:
+    assert makes_move(turn, invites_move(answer)) is moved
+
+
+def test_a_move_in_a_story_is_genuine_by_gate(judge: OfflineJudge) -> None:
+    """No word of "look for a weapon" is in the answer; the model alone calls it a new
+    task (P 0.18). The answer's "What do you do?" is what makes it a reply."""
+    messages = (
+        {"role": "user", "content": "Let's play a text adventure. I wake up in a dark cave."},
+        {"role": "assistant", "content": "Water drips somewhere ahead, and footsteps echo "
+         "behind you. There is a sense of urgency in the air. What do you do?"},
+    )  # fmt: skip
+    [verdict] = judge.judge([JudgeInput("r", messages, "look for a weapon")])
+    assert (verdict.genuine, verdict.label) == (True, "plausible_followup")
+    assert "makes the move the answer handed over" in verdict.rationale
+
+
+def test_a_one_word_move_passes_the_surface_gate(judge: OfflineJudge) -> None:
+    """One word is degenerate by the surface gate's count, unless the answer asked for it;
+    the same word after an answer that hands over no move stays degenerate."""
+    play = "Sure! Let's play tic-tac-toe. Do you want to play as X or O?"
+    facts = "Tic-tac-toe is a game for two players on a three-by-three grid."
+    turns = [
+        JudgeInput(str(i), ({"role": "user", "content": "Let's play a game"},
+                            {"role": "assistant", "content": a}), "X")
+        for i, a in enumerate((play, facts))
+    ]  # fmt: skip
+    moved, not_asked = judge.judge(turns)
+    assert (moved.genuine, moved.label) == (True, "plausible_followup")
+    assert "makes the move" in moved.rationale
+    assert (not_asked.genuine, not_asked.label) == (False, "degenerate_short")
 
 
 def test_a_reply_to_what_the_answer_asked_is_genuine_by_gate(judge: OfflineJudge) -> None:

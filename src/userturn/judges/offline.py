@@ -22,14 +22,17 @@ A verdict is made in three steps:
    the gates raised cross-validated κ there (0.59 -> 0.61).
    One gate says *genuine*: a short request to revise, re-present or carry on the answer
    ("Can you show the calculation as a small table?", "make it firmer", "keep going"),
-   whose object points back or names a form or audience (``offline_cues.acts_on_answer``).
+   whose object points back or names a form or audience, or to explain it again
+   ("detailed answer", "explain me like im five"; ``offline_cues.acts_on_answer``).
    Such a request shares no word with the answer, so the model read it as a new task.
    It fires on 27 of the 1,314 fit turns, all genuine by the reference, and on no turn
    of ``make run``. A second says genuine when the answer asked the user for something in
    particular and the turn, a statement in the first person, hands it over ("I hold a
    Bachelor of Science ...", "we only have a ct scanner"; ``offline_cues.hands_over``): on
    the fit turns it fires on 22, the 18 it decides all genuine (the other 4 are settled
-   first by the surface and voice gates). And the answer's own closing question asked
+   first by the surface and voice gates). After an answer that hands the user the next
+   move ("What is your response?", "What do you do?"), a few words without a question
+   are that move ("fine. hxg4"). And the answer's own closing question asked
    back ("Could you tell me when you're going?") is the assistant's voice.
 2. **σ**: an ensemble of extremely randomised trees gives a score, Platt-scaled into
    P(genuine); the turn is genuine when P reaches the threshold that maximised
@@ -74,7 +77,7 @@ from userturn.types import LABELS, JudgeInput, Judgment, Label
 
 log = logging.getLogger(__name__)
 
-CODE_VERSION = "offline-4"
+CODE_VERSION = "offline-5"
 """Bump when features or gates change; the fitted parameters enter the version by hash."""
 PARAMS = "offline_params.json"
 FORMAT = "userturn-offline-3"
@@ -163,8 +166,9 @@ def gate(m: Measured, families: tuple[str, ...] = GATES) -> tuple[Label | None, 
     genuine, let the label model say which failure" (a quiz frame may wrap a re-ask);
     ``plausible_followup`` means genuine.
     """
+    move = "reply" in families and m.makes_move
     verdict = surface_verdict(m.rules) if "surface" in families else None
-    if verdict is not None:
+    if verdict is not None and not (move and verdict[0] == "degenerate_short"):
         return verdict
     v = m.values
     if "task" in families:
@@ -181,6 +185,8 @@ def gate(m: Measured, families: tuple[str, ...] = GATES) -> tuple[Label | None, 
         return "plausible_followup", "a short request to revise or carry on the answer"
     if "reply" in families and m.hands_over:
         return "plausible_followup", "hands over what the answer asked for"
+    if move:
+        return "plausible_followup", "makes the move the answer handed over"
     return _echo(m) if "voice" in families else None
 
 

@@ -268,15 +268,26 @@ REFUSED = re.compile(
 )
 ACTS_WORDS = 20
 """A revision request that works on the answer is short: longer turns bring new content."""
+EXPLAIN_AGAIN = re.compile(
+    r"\b(?:more detail(?:s|ed)?|detailed answer|elaborate|eli5|like i'?m (?:5|five)"
+    r"|(?:5|five)[- ]year[- ]old|simpler terms|(?:didn'?t|don'?t|do not|did not) understand"
+    r"|i'?m (?:confused|lost)|explain (?:it |that |this )?(?:again|better|more))\b",
+    re.IGNORECASE,
+)
+"""A request to explain the answer again, simpler or in more depth: whatever it names, it
+is about what was just said ("detailed answer", "explain me like im five")."""
+ABOUT_REQUEST = re.compile(r"\byour (?:request|question|message|query)\b", re.IGNORECASE)
+""""I don't understand your request": the answering side's reply to a request it can't
+read, not an asker's."""
 
 
 def acts_on_answer(turn: str) -> bool:
-    """A short request to revise, re-present or carry on the answer itself.
+    """A short request to revise, re-present, explain again or carry on the answer itself.
 
     The learner weighs a revision cue against the turn's lack of shared words, and a
-    request such as "Can you show the calculation as a small table?" shares none, so it
-    reads as a new task. A request to carry on counts when its first line says so and
-    does not refuse ("I can't continue ...").
+    request such as "Can you show the calculation as a small table?" or "detailed answer"
+    shares none, so it reads as a new task. A request to carry on counts when its first
+    line says so and does not refuse ("I can't continue ...").
     """
     text = turn.strip()
     opening = text.split("\n", 1)[0][:40]
@@ -284,6 +295,8 @@ def acts_on_answer(turn: str) -> bool:
         return True
     if len(text.split()) > ACTS_WORDS or PAYLOAD.search(text) is not None:
         return False
+    if EXPLAIN_AGAIN.search(text) is not None and ABOUT_REQUEST.search(text) is None:
+        return True
     if REVISION.search(head(text)) is None:
         return False
     pointer = ANAPHORA.search(RELATIVE_THAT.sub(" ", text)) or PRO_ONE.search(text)
@@ -298,6 +311,14 @@ CLOSER = re.compile(
 )
 """A closing formula: it asks the user nothing in particular."""
 HANDOVER_WORDS = 3
+MOVE_WORDS = 4
+"""A move in a game or a story is a few words ("X", "fine. hxg4", "look for a weapon")."""
+INVITES_MOVE = re.compile(
+    r"\byour (?:turn|move|next move)\b|\bX or O\b|\bwhat (?:do|will|would) you (?:like to )?do\b"
+    r"|\bwhat(?:'s| is) your (?:move|response|choice|guess)\b",
+    re.IGNORECASE,
+)
+"""The answer hands the next move to the user: a game, a guessing round, a story to steer."""
 SETS_TASK = re.compile(
     r"\bi want you to\b|\bi(?:'ll| will) (?:give|provide|send|paste|share)\b"
     r"|\bin the next messages?\b",
@@ -313,6 +334,22 @@ def asks_for_input(answer: str) -> bool:
     if CLOSER.search(last) is not None:
         return False
     return ASKS_FOR_DETAILS.search(last) is not None or tail.endswith("?")
+
+
+def invites_move(answer: str) -> bool:
+    """The answer's last lines hand the next move to the user ("Now it's your turn
+    again.", "Do you want to play as X or O?", "What do you do?")."""
+    return INVITES_MOVE.search(answer.rstrip()[-300:]) is not None
+
+
+def makes_move(turn: str, invited: bool) -> bool:
+    """After an answer that hands the user the next move (``invited``: ``invites_move`` of
+    the answer, computed once per context), a few words without a question are that move
+    ("2. Bf1-c4", "X", "look for a weapon"). They share nothing with the answer, and the
+    model and the surface gate read them as degenerate; answering what the assistant asked
+    is genuine by the rubric."""
+    text = turn.strip()
+    return invited and 0 < len(text.split()) <= MOVE_WORDS and "?" not in text
 
 
 def hands_over(turn: str, asked: bool) -> bool:

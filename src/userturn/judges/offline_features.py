@@ -144,6 +144,9 @@ class Measured:
     read by a gate, not by the model."""
     hands_over: bool = False
     """What the answer asked for, handed over (``offline_cues.hands_over``): read by a gate."""
+    makes_move: bool = False
+    """The move the answer handed the user, made (``offline_cues.makes_move``): read by a
+    gate, before the surface gate's word count."""
 
     def vector(self) -> np.ndarray:
         """Values in feature order, counts log-transformed (what the model reads)."""
@@ -170,6 +173,7 @@ class _Extras:
     answer_cut: bool
     asks_details: bool
     asks_in_particular: bool
+    invites_move: bool
 
 
 def numbers(text: str) -> frozenset[str]:
@@ -217,6 +221,7 @@ def _extras(key: tuple[tuple[str, str], ...]) -> _Extras:
         answer_cut=bool(tail) and tail[-1] not in ".!?)\"'`*:”’",
         asks_details=cue.ASKS_FOR_DETAILS.search(tail) is not None or tail.endswith("?"),
         asks_in_particular=cue.asks_for_input(ctx.answer),
+        invites_move=cue.invites_move(ctx.answer),
     )
 
 
@@ -251,6 +256,7 @@ def measure_turn(messages: Sequence[Message], turn: str) -> Measured:
         rules=rules, values=values, challenges_answer=flagged,
         acts_on_answer=cue.acts_on_answer(turn),
         hands_over=cue.hands_over(turn, ex.asks_in_particular),
+        makes_move=cue.makes_move(turn, ex.invites_move),
     )  # fmt: skip
 
 
