@@ -25,7 +25,7 @@ A verdict is made in three steps:
    whose object points back or names a form or audience, or to explain it again
    ("detailed answer", "explain me like im five"; ``offline_cues.acts_on_answer``).
    Such a request shares no word with the answer, so the model read it as a new task.
-   It fires on 27 of the 1,314 fit turns, all genuine by the reference, and on no turn
+   It fires on 36 of the 1,314 fit turns, all genuine by the reference, and on no turn
    of ``make run``. A second says genuine when the answer asked the user for something in
    particular and the turn, a statement in the first person, hands it over ("I hold a
    Bachelor of Science ...", "we only have a ct scanner"; ``offline_cues.hands_over``): on
