@@ -311,6 +311,8 @@ CLOSER = re.compile(
 )
 """A closing formula: it asks the user nothing in particular."""
 HANDOVER_WORDS = 3
+ANSWER_TAIL = 300
+"""Characters at the end of the answer that say what it asks of the user next."""
 MOVE_WORDS = 4
 """A move in a game or a story is a few words ("X", "fine. hxg4", "look for a weapon")."""
 INVITES_MOVE = re.compile(
@@ -329,7 +331,7 @@ SETS_TASK = re.compile(
 
 def asks_for_input(answer: str) -> bool:
     """The answer's last two sentences ask the user for something in particular."""
-    tail = answer.rstrip()[-300:]
+    tail = answer.rstrip()[-ANSWER_TAIL:]
     last = " ".join(SENTENCE_END.split(tail)[-2:])
     if CLOSER.search(last) is not None:
         return False
@@ -339,7 +341,7 @@ def asks_for_input(answer: str) -> bool:
 def invites_move(answer: str) -> bool:
     """The answer's last lines hand the next move to the user ("Now it's your turn
     again.", "Do you want to play as X or O?", "What do you do?")."""
-    return INVITES_MOVE.search(answer.rstrip()[-300:]) is not None
+    return INVITES_MOVE.search(answer.rstrip()[-ANSWER_TAIL:]) is not None
 
 
 def makes_move(turn: str, invited: bool) -> bool:
@@ -348,8 +350,7 @@ def makes_move(turn: str, invited: bool) -> bool:
     ("2. Bf1-c4", "X", "look for a weapon"). They share nothing with the answer, and the
     model and the surface gate read them as degenerate; answering what the assistant asked
     is genuine by the rubric."""
-    text = turn.strip()
-    return invited and 0 < len(text.split()) <= MOVE_WORDS and "?" not in text
+    return invited and 0 < len(turn.split()) <= MOVE_WORDS and "?" not in turn
 
 
 def hands_over(turn: str, asked: bool) -> bool:

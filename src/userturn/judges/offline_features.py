@@ -207,7 +207,7 @@ def _extras(key: tuple[tuple[str, str], ...]) -> _Extras:
     ctx = context_view([{"role": r, "content": c} for r, c in key])
     users = [c for r, c in key if r == "user"]
     q_sents = sentences(ctx.question)
-    tail = ctx.answer.rstrip()[-300:]
+    tail = ctx.answer.rstrip()[-cue.ANSWER_TAIL :]
     return _Extras(
         q_bag=bag(ctx.question),
         q_words=frozenset(words(ctx.question)),
