@@ -10,6 +10,7 @@ Run: ``.venv/bin/python -m pytest tests/test_cli_surprises.py -q``
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from userturn.cli import main, plan, speed
 from userturn.cli.judge_cmd import builtin_references
 from userturn.config import build_config
 from userturn.judges.protocol import HUMAN_FILES, REFERENCE_FILES
+from userturn.judges.rules import Thresholds
 
 FAKE = ["run", "--model", "fake:x", "--judge", "rules"]
 
@@ -147,6 +149,20 @@ def test_list_shows_every_judge_and_its_options(
     for name in ("llm", "openai", "cascade"):
         options = judges[name]["options (?key=value)"]
         assert all(o in options for o in ("cache", "max_tokens", "parse_retries", "thinking"))
+    assert judges["offline"]["options (?key=value)"] == "threshold"
+    rules = judges["rules"]["options (?key=value)"].split(", ")
+    assert rules == sorted(f.name for f in dataclasses.fields(Thresholds))
+
+
+def test_a_bad_offline_option_is_refused_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [*FAKE, "--limit", "2", "--temperatures", "0", "--out", str(tmp_path / "r")]
+    err = one_line_error(capsys, [*argv, "--judge", "offline?threshold=1.5"])
+    assert "threshold='1.5'" in err and "<= 1" in err
+    err = one_line_error(capsys, [*argv, "--judge", "rules?max_wrds=9"])
+    assert "'max_wrds'" in err and "max_words" in err
+    assert not (tmp_path / "r").exists()
 
 
 def test_export_pairs_on_a_likelihood_run_says_why(

@@ -343,6 +343,19 @@ DATASETS: dict[str, Plugin] = {
         ),
     )
 }
+OFFLINE = {
+    "threshold": Option(
+        "float", "P(genuine) at which a turn counts as genuine (default: the fitted cut)", 0, 1
+    ),
+}
+RULES = {
+    "restate_overlap": Option("float", "content-word recall that makes a restatement", 0, 1),
+    "restate_min_units": Option("int", "content words a restatement needs", min=0),
+    "loop_repetition": Option("float", "share of repeated word trigrams that is a loop", 0, 1),
+    "max_words": Option("int", "longest turn a user writes next", min=1),
+    "min_grounding": Option("float", "content-word recall below which a turn is unrelated", 0, 1),
+}
+"""The rules judge's thresholds (``rules.Thresholds``; a test keeps the two in step)."""
 JUDGES: dict[str, Plugin] = {
     p.name: p
     for p in (
@@ -352,6 +365,7 @@ JUDGES: dict[str, Plugin] = {
             "userturn.judges.offline:OfflineJudge",
             "the learned offline default (shipped as data)",
             None,
+            OFFLINE,
         ),
         Plugin(
             "judge",
@@ -359,6 +373,7 @@ JUDGES: dict[str, Plugin] = {
             "userturn.judges.rules:RulesJudge",
             "hand-written rules (a baseline and a component of offline)",
             None,
+            RULES,
         ),
         Plugin(
             "judge",
@@ -470,6 +485,7 @@ def judge_spec(raw: str) -> tuple[Plugin, Spec]:
     if spec.target not in JUDGES or spec.target in ("llm", "cascade"):
         raise unknown("judge", raw, [*JUDGES, "openai:MODEL"])
     plugin = JUDGES[spec.target]
+    plugin.check_options(spec.options)
     return plugin, Spec(spec.target, "", spec.options, raw)
 
 

@@ -57,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from userturn import registry
 from userturn.errors import UserError
 from userturn.judges.base import Judge
 from userturn.judges.offline_features import FEATURES, NAMES, Feature, Measured, measure_turn
@@ -314,19 +315,9 @@ class OfflineJudge(Judge):
 
 
 def _threshold(spec: Spec, params: Params) -> float:
-    unknown = sorted(set(spec.options) - {"threshold"})
-    if unknown:
-        raise UserError(f"unknown offline option(s) {', '.join(unknown)} (known: threshold)")
-    raw = spec.option("threshold")
-    if raw is None:
-        return params.threshold
-    try:
-        value = float(raw)
-    except ValueError as exc:
-        raise UserError(f"offline option threshold={raw!r} is not a number", field="judge") from exc
-    if not 0.0 <= value <= 1.0:
-        raise UserError(f"offline option threshold={raw} is not in [0, 1]", field="judge")
-    return value
+    """``offline?threshold=T`` (checked by the registry), else the fitted cut."""
+    value = registry.JUDGES["offline"].parse_options(spec.options).get("threshold")
+    return params.threshold if value is None else float(value)
 
 
 def _with_threshold(params: Params, threshold: float) -> Params:

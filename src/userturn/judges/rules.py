@@ -33,7 +33,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 
-from userturn.errors import UserError
+from userturn import registry
 from userturn.judges.base import Judge
 from userturn.judges.rules_features import TextFeatures, measure
 from userturn.spec import Spec
@@ -235,20 +235,10 @@ def _with(t: Thresholds, name: str, value: float) -> Thresholds:
 
 
 def thresholds_from_options(options: Mapping[str, str]) -> Thresholds:
-    """Thresholds with ``rules?name=value`` overrides; unknown names fail loudly."""
-    known = {f.name for f in fields(Thresholds)}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise UserError(
-            f"unknown rules option(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})",
-            field="judge",
-        )
+    """Thresholds with ``rules?name=value`` overrides, checked by the registry."""
     thresholds = Thresholds()
-    for name, raw in options.items():
-        try:
-            thresholds = _with(thresholds, name, float(raw))
-        except ValueError as exc:
-            raise UserError(f"rules option {name}={raw!r} is not a number", field="judge") from exc
+    for name, value in registry.JUDGES["rules"].parse_options(options).items():
+        thresholds = _with(thresholds, name, float(value))
     return thresholds
 
 
