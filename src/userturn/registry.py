@@ -345,15 +345,24 @@ DATASETS: dict[str, Plugin] = {
 }
 OFFLINE = {
     "threshold": Option(
-        "float", "P(genuine) at which a turn counts as genuine (default: the fitted cut)", 0, 1
+        "float",
+        "P(genuine) at which a turn counts as genuine (default: the fitted cut)",
+        min=0,
+        max=1,
     ),
 }
 RULES = {
-    "restate_overlap": Option("float", "content-word recall that makes a restatement", 0, 1),
+    "restate_overlap": Option(
+        "float", "content-word recall that makes a restatement", min=0, max=1
+    ),
     "restate_min_units": Option("int", "content words a restatement needs", min=0),
-    "loop_repetition": Option("float", "share of repeated word trigrams that is a loop", 0, 1),
+    "loop_repetition": Option(
+        "float", "share of repeated word trigrams that is a loop", min=0, max=1
+    ),
     "max_words": Option("int", "longest turn a user writes next", min=1),
-    "min_grounding": Option("float", "content-word recall below which a turn is unrelated", 0, 1),
+    "min_grounding": Option(
+        "float", "content-word recall below which a turn is unrelated", min=0, max=1
+    ),
 }
 """The rules judge's thresholds (``rules.Thresholds``; a test keeps the two in step)."""
 JUDGES: dict[str, Plugin] = {
