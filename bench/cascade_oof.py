@@ -58,7 +58,9 @@ from userturn.judges.offline_fit import (
     CrossFitJudge,
     Reference,
     default_references,
+    heldout_reference,
     load_reference,
+    read_rows,
 )
 from userturn.spec import Spec
 from userturn.stats import wilson
@@ -227,6 +229,26 @@ def shares(
     return out
 
 
+def heldout_people(bounds: tuple[float, float]) -> dict[str, Any]:
+    """The cascade on the held-back people's turns (``protocol.HELDOUT_FILE``), which
+    nothing was fit or tuned on: the shipped offline judge with ``bounds``."""
+    rows = read_rows(heldout_reference())
+    inputs = inputs_of(rows)
+    spec = Spec(kind="offline", target="", raw="offline")
+    verdicts = OfflineJudge(spec).judge(inputs)
+    got = [cascade.settle(i, v, *bounds) for i, v in zip(inputs, verdicts, strict=True)]
+    truth = [bool(r["genuine_followup"]) for r in rows]
+    right = [s.genuine == t for s, t in zip(got, truth, strict=True) if s is not None]
+    low = [s.genuine == t for s, t in zip(got, truth, strict=True) if s and not s.genuine]
+    return {
+        "n": len(rows),
+        "saved": round(sum(s is not None for s in got) / len(rows), 3),
+        "settled_accuracy": round(float(np.mean(right)), 3) if right else None,
+        "settled_not_genuine": len(low),
+        "settled_not_genuine_accuracy": round(float(np.mean(low)), 3) if low else None,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--oof", type=Path, help="store / reuse the out-of-fold verdicts here")
@@ -245,18 +267,21 @@ def main() -> None:
     pairs = zip(inputs, verdicts, strict=True)
     evid = np.array([cascade.settle(i, v, -1.0, 2.0) is not None for i, v in pairs])
     free = ok & ~evid & ~np.isnan(p)
+    low_free = free & np.array([cascade.low_open(i) for i in inputs])
 
     settled = np.zeros(len(inputs), dtype=bool)
     pred = said.copy()
     bounds = []
     for train, test in protocol.folds(ref.rows, ref.genuine, FOLDS, SEED):
-        lo, hi = cascade.pick_bounds(p[train], said[train], truth[train], free[train], args.target)
+        lo, hi = cascade.pick_bounds(
+            p[train], said[train], truth[train], free[train], args.target, low_free[train]
+        )
         bounds.append([lo, hi])
         for i in test:
             s = cascade.settle(inputs[i], verdicts[i], lo, hi)
             if s is not None:
                 settled[i], pred[i] = True, s.genuine
-    shipped = cascade.pick_bounds(p, said, truth, free, args.target)
+    shipped = cascade.pick_bounds(p, said, truth, free, args.target, low_free)
     conf = settled & ~evid
 
     draws = context_draws(ref.groups, BOOT)
@@ -282,6 +307,7 @@ def main() -> None:
         ),
         "cascade_oof_equal_kappa_paper": equal_kappa(pred, truth, settled, PAPER_RATES, draws),
         "cascade_oof_equal_kappa_uniform": equal_kappa(pred, truth, settled, UNIFORM_RATES, draws),
+        "cascade_heldout_people": heldout_people(shipped),
         "cascade_oof_seconds": round(time.perf_counter() - start, 1),
     }
     print(json.dumps(out))

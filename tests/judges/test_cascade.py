@@ -10,7 +10,16 @@ import numpy as np
 
 from fault_server import FaultServer
 from userturn.judges import load_judge
-from userturn.judges.cascade import HI, LO, SETTLE_VERSION, Settled, evidence, pick_bounds, settle
+from userturn.judges.cascade import (
+    HI,
+    LO,
+    SETTLE_VERSION,
+    Settled,
+    evidence,
+    low_open,
+    pick_bounds,
+    settle,
+)
 from userturn.types import JudgeInput, Judgment, Label
 
 Q = (
@@ -27,8 +36,13 @@ def inp(i: int, turn: str) -> JudgeInput:
 
 def test_evidence_is_strict() -> None:
     assert evidence(inp(0, "  "), "degenerate_short") == "empty output"
-    assert evidence(inp(0, "Thanks!"), "degenerate_short") == "at most two words"
+    assert evidence(inp(0, "Thanks!"), "degenerate_short") == "a bare reaction"
+    assert evidence(inp(0, "Thank you."), "degenerate_short") == "a bare reaction"
     assert evidence(inp(0, "Why 24?"), "degenerate_short") is None  # a question
+    # two words of content are often a person's reply, not evidence of anything
+    assert evidence(inp(0, "for ubuntu"), "degenerate_short") is None
+    assert evidence(inp(0, "5 more"), "degenerate_short") is None
+    assert evidence(inp(0, "ok thanks, great"), "degenerate_short") is None  # three words
     assert evidence(inp(0, "ok <|im_end|>"), "malformed_artifact") == "template token '<|im_end|>'"
     leaked = "What about May?\nibleymodel\nIn May she sold"
     assert evidence(inp(0, leaked), "malformed_artifact") is not None
@@ -61,6 +75,29 @@ def test_settle_keeps_confident_verdicts_only() -> None:
     assert empty == Settled(False, "degenerate_short", "empty output")
 
 
+def asked(answer: str, turn: str) -> JudgeInput:
+    messages = ({"role": "user", "content": Q}, {"role": "assistant", "content": answer})
+    return JudgeInput("c1", messages, turn)
+
+
+def test_after_an_answer_that_asks_only_the_llm_may_say_not_genuine() -> None:
+    """A reply to "please provide ..." or "your move" may be what was asked, in words the
+    answer never used: a low P(genuine) there is no ground to skip the LLM."""
+    details = "Sure, I can write interview questions. Please provide the job description."
+    chess = "I play e5. Your move!"
+    job = asked(details, "- Work with internal teams to document the product")
+    assert not low_open(job) and not low_open(asked(chess, "Nf3"))
+    assert low_open(inp(0, "Write a poem about the sea."))
+    assert settle(job, verdict(False, 0.01, "new_task_prompt"), lo=0.08, hi=0.9) is None
+    # "yes" answers the answer's question; after a plain answer it only reacts
+    question = asked("I can list more. Do you want the full table?", "yes")
+    assert evidence(question, "degenerate_short") is None
+    assert evidence(inp(0, "yes"), "degenerate_short") == "a bare reaction"
+    # the genuine side stays open: offline may still settle a confident follow-up there
+    high = settle(job, verdict(True, 0.95, "plausible_followup"), lo=0.08, hi=0.9)
+    assert high is not None and high.genuine
+
+
 def test_pick_bounds_holds_each_side_to_the_target() -> None:
     p = np.array([0.01, 0.02, 0.05, 0.2, 0.5, 0.8, 0.95, 0.97])
     said = p >= 0.5
@@ -69,6 +106,12 @@ def test_pick_bounds_holds_each_side_to_the_target() -> None:
     assert (lo, hi) == (0.04, 0.81)  # 0.05 is a genuine turn; 0.8 a degenerate one
     none = pick_bounds(p, said, ~truth, np.ones(len(p), dtype=bool), target=0.95)
     assert none == (-1.0, 2.0)  # every confident verdict wrong: nothing is settled
+    # the genuine turn at 0.05 followed an answer that asked for something: the low
+    # side may not settle it, so it no longer limits the lower bound: every other "not
+    # genuine" verdict is right, so the widest bound on the grid holds
+    low_free = p != 0.05
+    lo, hi = pick_bounds(p, said, truth, np.ones(len(p), dtype=bool), 0.95, low_free)
+    assert (lo, hi) == (1.0, 0.81)
 
 
 def offline_p(turns: list[str]) -> list[tuple[bool | None, float | None]]:

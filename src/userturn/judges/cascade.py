@@ -8,7 +8,11 @@ to say so is waste. The offline judge settles a turn without an LLM call in two 
 
 1. **Evidence**: a degenerate verdict that an independent, stricter check confirms:
 
-   - ``degenerate_short``: no word at all, or at most two words and no question;
+   - ``degenerate_short``: no word at all, or a bare reaction of one or two words
+     (``REACTION``: "ok", "thx", "Great, thanks!") after an answer that asked the user
+     nothing. Two words of content are often a person's genuine reply ("for ubuntu",
+     "5 more", "Alexander Hanff" after "Can you provide more context about this
+     person?"), so a short turn alone is no evidence;
    - ``malformed_artifact``: a chat-template or role token the context doesn't contain
      (special tokens, or a role header leaked as text such as ``ibleymodel`` on its own
      line);
@@ -17,16 +21,17 @@ to say so is waste. The offline judge settles a turn without an LLM call in two 
 
 2. **Confidence**: the offline judge's calibrated P(genuine) is at most ``LO`` and its
    verdict is "not genuine" (the label is offline's), or at least ``HI`` and its verdict
-   is "genuine". ``LO`` and ``HI`` were chosen on grouped out-of-fold probabilities of the
+   is "genuine". The low side is closed after an answer that asks the user for something
+   or hands over a move (``offline_cues.asks_for_input``, ``invites_move``): the reply
+   may hand over what was asked (a job description pasted in, a traceback, a chess
+   move), which shares little with the answer, and offline's low P(genuine) there is
+   often wrong. ``LO`` and ``HI`` were chosen on grouped out-of-fold probabilities of the
    1,314 reference turns (``bench/cascade_oof.py`` prints the choice; ``pick_bounds``
    makes it): the widest bounds whose settled turns, on each side, agree with the
    reference labels at least ``TARGET`` of the time, above the 90.5% at which the paper's
-   LLM judge agrees with blinded people. Out-of-fold, 48% of the reference turns were
-   settled, 94.8% of them right: 0.97 on small models' turns, 0.96-0.99 on written ones,
-   but 0.79 on the real next turns people typed, where offline's low P(genuine) is often
-   wrong (docs/benchmarks.md). A settled verdict is thus more often right than that LLM
-   judge is on average, though perhaps not than it is on these easy turns, and not on
-   people's own turns.
+   LLM judge agrees with blinded people. The figures are in docs/judges.md: a settled
+   verdict is more often right than that LLM judge is on average, though perhaps not
+   than it is on these easy turns, and not on people's own turns.
 
 Everything else goes to the LLM judge. ``calls_saved()`` counts the turns settled
 without an LLM call. The version carries ``SETTLE_VERSION`` and the bounds, so verdicts
@@ -42,7 +47,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from userturn.judges import load_judge
+from userturn.judges import load_judge, offline_cues
 from userturn.judges.base import Judge
 from userturn.judges.cache import JudgeCache
 from userturn.judges.llm import LLMJudge, canonical_id
@@ -63,14 +68,22 @@ MIN_NGRAM_OVERLAP = 0.9
 TARGET = 0.95
 """Agreement with the reference labels that the turns settled on each side must reach
 (out-of-fold) for ``pick_bounds``: above the paper's LLM judge against people (90.5%)."""
-LO = 0.09
+LO = 0.07
 """Settle as not genuine at P(genuine) <= LO (``pick_bounds`` on the out-of-fold
-probabilities of the 1,314 reference turns, 2026-12-02)."""
+probabilities of the 1,314 reference turns, 2026-12-03)."""
 HI = 0.89
 """Settle as genuine at P(genuine) >= HI (chosen with ``LO``)."""
-SETTLE_VERSION = "settle-2"
-"""Bump when the settle rule changes (``settle-1``: evidence only); the bounds enter the
-cascade's version on their own."""
+SETTLE_VERSION = "settle-3"
+"""Bump when the settle rule changes (``settle-1``: evidence only; ``settle-2``: any turn
+of at most two words was evidence, and the low side was open after every answer); the
+bounds enter the cascade's version on their own."""
+REACTION = re.compile(
+    r"(?:ok(?:ay)?|k+|thanks|thank you|thx|ty|cool|nice|great|wow|lol|haha|yes|yeah|yep"
+    r"|sure|fine|correct|good|awesome|perfect|yum|aww|nvm|alright|understood|noted"
+    r"|obrigad[oa]|gracias|merci|danke|спасибо)",
+    re.IGNORECASE,
+)
+"""A word (or "thank you") that only reacts: acknowledgement, thanks, assent."""
 GRID = np.round(np.arange(0.0, 1.0001, 0.01), 2)
 
 
@@ -95,7 +108,11 @@ def evidence(inp: JudgeInput, label: Label | None) -> str | None:
     if label == "degenerate_short":
         if not words:
             return "empty output"
-        return "at most two words" if len(words) <= 2 and "?" not in inp.user_turn else None
+        text = re.sub(r"\bthank you\b", "thanks", " ".join(words))
+        bare = len(words) <= 2 and "?" not in inp.user_turn
+        if bare and all(REACTION.fullmatch(w) for w in text.split()) and low_open(inp):
+            return "a bare reaction"
+        return None
     if label == "malformed_artifact":
         context = "\n".join(str(m.get("content") or "") for m in inp.messages)
         tokens = [t for t in _TOKEN.findall(inp.user_turn) if t not in context]
@@ -113,6 +130,14 @@ def evidence(inp: JudgeInput, label: Label | None) -> str | None:
             else None
         )
     return None
+
+
+def low_open(inp: JudgeInput) -> bool:
+    """Whether the answer left the user nothing in particular to supply: after one that
+    asks for details or hands over a move, a reply offline reads as empty or unrelated
+    may be exactly what was asked, so only the LLM may call it not genuine."""
+    answer = _last(inp.messages, "assistant")
+    return not (offline_cues.asks_for_input(answer) or offline_cues.invites_move(answer))
 
 
 @dataclass(frozen=True)
@@ -139,7 +164,7 @@ def settle(inp: JudgeInput, verdict: Judgment, lo: float = LO, hi: float = HI) -
     p = verdict.probability
     if p is None:
         return None
-    if verdict.genuine is False and p <= lo:
+    if verdict.genuine is False and p <= lo and low_open(inp):
         return Settled(False, verdict.label, f"P(genuine) {p:.2f} ≤ {lo:.2f}")
     if verdict.genuine is True and p >= hi:
         return Settled(True, verdict.label, f"P(genuine) {p:.2f} ≥ {hi:.2f}")
@@ -147,7 +172,12 @@ def settle(inp: JudgeInput, verdict: Judgment, lo: float = LO, hi: float = HI) -
 
 
 def pick_bounds(
-    p: np.ndarray, said: np.ndarray, truth: np.ndarray, free: np.ndarray, target: float = TARGET
+    p: np.ndarray,
+    said: np.ndarray,
+    truth: np.ndarray,
+    free: np.ndarray,
+    target: float = TARGET,
+    low_free: np.ndarray | None = None,
 ) -> tuple[float, float]:
     """``(LO, HI)``: the widest bounds on ``GRID`` whose settled turns reach ``target``.
 
@@ -157,13 +187,16 @@ def pick_bounds(
         truth: the reference label per turn.
         free: turns confidence may settle (an ok verdict the evidence path left open).
         target: the least share of each side's settled turns that must match ``truth``.
+        low_free: turns the low side may settle (``free`` and ``low_open``); ``free``
+            when None.
 
     Each side is held to ``target`` on its own, so a very accurate side cannot carry a
     weak one. A side with no admissible bound gets one no probability reaches (-1 or 2).
     """
     lo, hi = -1.0, 2.0
+    low_free = free if low_free is None else low_free
     for t in GRID:
-        low = free & ~said & (p <= t)
+        low = low_free & ~said & (p <= t)
         if low.any() and np.mean(~truth[low]) >= target:
             lo = float(t)
         high = free & said & (p >= t)
