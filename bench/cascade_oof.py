@@ -15,7 +15,9 @@ judge_realistic + judge_human), with nothing judged by a model that saw its conv
 3. **Figures.** Share of calls saved (overall, per file, per style stratum, per path);
    accuracy and κ of the settled verdicts against the reference, with 95% bootstrap
    CIs over contexts (2,000 resamples, whole conversations drawn, since turns of one
-   context are correlated) and the accuracy's Wilson interval.
+   context are correlated) and the accuracy's Wilson interval; and the same rule on
+   the held-back people's turns (``judge_human_heldout.jsonl``, judged by the shipped
+   model with the bounds chosen on all out-of-fold verdicts).
 4. **Equal κ.** A simulated LLM judge with the paper's error rates (gpt-5.4-mini against
    blinded people: 90.5% agreement, κ 0.726). Assumption: its errors are independent of
    the turn, at a fixed sensitivity and specificity. Agreement and κ fix those rates
