@@ -239,16 +239,14 @@ def heldout_people(bounds: tuple[float, float]) -> dict[str, Any]:
     spec = Spec(kind="offline", target="", raw="offline")
     verdicts = OfflineJudge(spec).judge(inputs)
     got = [cascade.settle(i, v, *bounds) for i, v in zip(inputs, verdicts, strict=True)]
-    truth = [bool(r["genuine_followup"]) for r in rows]
-    right = [s.genuine == t for s, t in zip(got, truth, strict=True) if s is not None]
-    low = [s.genuine == t for s, t in zip(got, truth, strict=True) if s and not s.genuine]
-    return {
-        "n": len(rows),
-        "saved": round(sum(s is not None for s in got) / len(rows), 3),
-        "settled_accuracy": round(float(np.mean(right)), 3) if right else None,
-        "settled_not_genuine": len(low),
-        "settled_not_genuine_accuracy": round(float(np.mean(low)), 3) if low else None,
-    }
+    settled = np.array([s is not None for s in got])
+    pred = np.array([s is not None and s.genuine for s in got])
+    right = pred == np.array([bool(r["genuine_followup"]) for r in rows])
+    out: dict[str, Any] = shares(settled, right, np.full(len(rows), "all"))["all"]
+    low = settled & ~pred
+    out["settled_not_genuine"] = int(low.sum())
+    out["settled_not_genuine_accuracy"] = round(float(right[low].mean()), 3) if low.any() else None
+    return out
 
 
 def main() -> None:
