@@ -49,7 +49,11 @@ def read_examples(path: Path) -> list[JudgeInput]:
 @judge_app.callback()
 def judge(
     ctx: typer.Context,
-    judge_spec: str = typer.Option(None, "--judge", help="Judge spec, e.g. offline."),
+    judge_spec: str = typer.Option(
+        None,
+        "--judge",
+        help="Judge spec, required: offline, rules, llm:MODEL, openai:MODEL, cascade:MODEL.",
+    ),
     in_path: Path = typer.Option(None, "--in", help="Examples JSONL."),
     out_path: Path = typer.Option(None, "--out", help="Labels JSONL to write."),
     run_dir: Path = typer.Option(None, "--run", help="Judge a run's user turns."),
