@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from userturn.judges import cascade, protocol
+from userturn.judges import cascade, load_judge, protocol
 from userturn.judges.offline import OfflineJudge
 from userturn.judges.offline_fit import (
     FOLDS,
@@ -236,8 +236,7 @@ def heldout_people(bounds: tuple[float, float]) -> dict[str, Any]:
     nothing was fit or tuned on: the shipped offline judge with ``bounds``."""
     rows = read_rows(heldout_reference())
     inputs = inputs_of(rows)
-    spec = Spec(kind="offline", target="", raw="offline")
-    verdicts = OfflineJudge(spec).judge(inputs)
+    verdicts = load_judge("offline").judge(inputs)
     got = [cascade.settle(i, v, *bounds) for i, v in zip(inputs, verdicts, strict=True)]
     settled = np.array([s is not None for s in got])
     pred = np.array([s is not None and s.genuine for s in got])

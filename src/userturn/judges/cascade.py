@@ -78,12 +78,13 @@ SETTLE_VERSION = "settle-3"
 of at most two words was evidence, and the low side was open after every answer); the
 bounds enter the cascade's version on their own."""
 REACTION = re.compile(
-    r"(?:ok(?:ay)?|k+|thanks|thank you|thx|ty|cool|nice|great|wow|lol|haha|yes|yeah|yep"
+    r"(?:ok(?:ay)?|k+|thanks|thx|ty|cool|nice|great|wow|lol|haha|yes|yeah|yep"
     r"|sure|fine|correct|good|awesome|perfect|yum|aww|nvm|alright|understood|noted"
     r"|obrigad[oa]|gracias|merci|danke|спасибо)",
     re.IGNORECASE,
 )
-"""A word (or "thank you") that only reacts: acknowledgement, thanks, assent."""
+"""A word that only reacts: acknowledgement, thanks, assent ("thank you" is folded to
+"thanks" before matching)."""
 GRID = np.round(np.arange(0.0, 1.0001, 0.01), 2)
 
 
