@@ -25,7 +25,7 @@ judge when the two are mixed.
   P 0.5; inference speed in turns per second.
 
 Needs the ``hf`` extra (torch, transformers). Run:
-``.venv/bin/python bench/judge_crossencoder.py`` (about 70 minutes on two idle cores).
+``.venv/bin/python bench/judge_crossencoder.py`` (about 80 minutes on two idle cores).
 It is not in ``make bench``'s default list for that reason; ``bench/run.py
 judge_crossencoder`` runs it. The last line is one JSON object, keys prefixed
 ``crossencoder_``.

@@ -4,6 +4,9 @@ Each ``bench/<name>.py`` prints its figures as a JSON object on its last line. S
 one after another (never in parallel: the figures are ratios measured side by side inside
 one script, and a second script on the same 2 cores would skew them).
 
+``judge_crossencoder`` is not in ``ORDER``: it fine-tunes an encoder for about 80 minutes
+and needs the ``hf`` extra, so it runs only when named.
+
 Run: ``.venv/bin/python bench/run.py [name ...]``
 """
 
