@@ -205,7 +205,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--no-heldout", action="store_true", help="skip the held-back fit")
     args = ap.parse_args(argv)
-    chosen = {int(k) for k in args.folds.split(",") if k.strip()}
+    try:
+        chosen = {int(k) for k in args.folds.split(",") if k.strip()}
+    except ValueError:
+        ap.error(f"--folds: {args.folds!r} is not a comma-separated list of fold numbers")
+    if not chosen or not chosen <= set(range(protocol.FOLDS)):
+        ap.error(f"--folds: {args.folds!r} names no folds in 0-{protocol.FOLDS - 1}")
     ce = CrossEncoder(args.max_tokens, args.epochs)
     ref = load_reference([reference_path(n) for n in protocol.REFERENCE_FILES])
     fit_rows = np.where(np.isin(ref.file_of, protocol.FIT_FILES))[0]
