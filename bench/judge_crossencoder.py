@@ -53,15 +53,12 @@ from userturn.judges.offline_fit import (
     load_reference,
     reference_path,
 )
+from userturn.judges.rules_features import last_user_and_answer
 from userturn.spec import Spec
 from userturn.types import JudgeInput
 
 MIXES = (0.2, 0.35, 0.5)
 BATCH = 16
-
-
-def last(messages: list[dict[str, Any]], role: str) -> str:
-    return next((str(m["content"]) for m in reversed(messages) if m["role"] == role), "")
 
 
 class CrossEncoder:
@@ -84,9 +81,10 @@ class CrossEncoder:
         def piece(text: str) -> list[int]:
             return list(self.tok(text, add_special_tokens=False)["input_ids"])
 
+        question, reply = last_user_and_answer(row["messages"])
         turn = piece(row["user_turn"])[:72]
-        request = piece(last(row["messages"], "user"))[:48]
-        answer = piece(last(row["messages"], "assistant"))
+        request = piece(question)[:48]
+        answer = piece(reply)
         room = max(0, self.max_tokens - 4 - len(turn) - len(request))
         if len(answer) > room:
             head = min(40, room // 3)
