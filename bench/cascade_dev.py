@@ -119,7 +119,7 @@ def main() -> None:
     forwarded = [r for r in everything if r["id"] not in settled_ids]
     keep = settled_ids | {r["id"] for r in forwarded[:: args.forwarded_every]}
     dev = [r for r in everything if r["id"] in keep]
-    inputs = [JudgeInput(r["id"], tuple(r["messages"]), r["user_turn"]) for r in dev]
+    inputs = [JudgeInput.of_row(r) for r in dev]
     ids = [r["id"] for r in dev]
     reference = {r["id"]: LabelRow(r["id"], r["genuine_followup"], r["label"], "ok") for r in dev}
     proc, url = start_server(args.threads)
@@ -171,7 +171,7 @@ def offline_settled(rows: list[dict[str, Any]]) -> set[str]:
     """Ids the cascade settles without the LLM: the shipped offline judge's verdicts put
     through the cascade's own ``settle`` (free to compute on every row)."""
     offline = load_judge("offline")
-    inputs = [JudgeInput(r["id"], tuple(r["messages"]), r["user_turn"]) for r in rows]
+    inputs = [JudgeInput.of_row(r) for r in rows]
     return {
         i.id for i, v in zip(inputs, offline.judge(inputs), strict=True) if settle(i, v) is not None
     }

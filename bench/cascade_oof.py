@@ -87,7 +87,7 @@ UNIFORM_RATES = (PAPER[0], PAPER[0])
 
 
 def inputs_of(rows: list[dict[str, Any]]) -> list[JudgeInput]:
-    return [JudgeInput(r["id"], tuple(r["messages"]), r["user_turn"]) for r in rows]
+    return [JudgeInput.of_row(r) for r in rows]
 
 
 def oof_verdicts(ref: Reference, path: Path | None) -> list[Judgment]:

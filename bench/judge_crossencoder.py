@@ -189,7 +189,7 @@ def compare(truth: np.ndarray, ce: np.ndarray, judge_p: np.ndarray) -> dict[str,
 
 
 def inputs_of(ref: Reference) -> list[JudgeInput]:
-    return [JudgeInput(r["id"], tuple(r["messages"]), r["user_turn"]) for r in ref.rows]
+    return [JudgeInput.of_row(r) for r in ref.rows]
 
 
 def probabilities(verdicts: list[Any]) -> np.ndarray:

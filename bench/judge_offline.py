@@ -62,7 +62,7 @@ OFFLINE = Spec(kind="offline", target="", raw="offline")
 
 
 def inputs(rows: list[dict[str, Any]]) -> list[JudgeInput]:
-    return [JudgeInput(r["id"], tuple(r["messages"]), r["user_turn"]) for r in rows]
+    return [JudgeInput.of_row(r) for r in rows]
 
 
 def verdicts_of(judge: Judge, rows: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:

@@ -31,6 +31,7 @@ ORDER = [
     "p3_transformers",
     "cascade_oof",
     "cascade_dev",
+    "judge_prior_shift",
 ]
 
 

@@ -234,6 +234,15 @@ class JudgeInput:
     messages: tuple[Message, ...]
     user_turn: str
 
+    @classmethod
+    def of_row(cls, row: dict[str, Any]) -> JudgeInput:
+        """A reference-file row (``id``, ``messages``, ``user_turn``) as a judge sees it.
+
+        One reading of those fields, so that cards, benches and tests hand a judge the
+        same thing for the same row.
+        """
+        return cls(str(row["id"]), tuple(row["messages"]), str(row["user_turn"]))
+
 
 @dataclass(frozen=True)
 class ScoreRequest:

@@ -183,7 +183,7 @@ def _out_of_fold(
     ref = offline_fit.load_reference([path])
     shipped = OfflineJudge(Spec(kind="offline", target="", raw="offline"))
     judge = offline_fit.CrossFitJudge(ref, shipped)
-    inputs = [JudgeInput(str(r["id"]), tuple(r["messages"]), str(r["user_turn"])) for r in rows]
+    inputs = [JudgeInput.of_row(r) for r in rows]
     verdicts = judge.judge(inputs)
     assert all(v.status == "ok" and v.probability is not None for v in verdicts)
     ids = [str(r["id"]) for r in rows]

@@ -99,9 +99,7 @@ def test_a_rival_result_depends_on_the_answer() -> None:
 def test_the_offline_judge_reports_the_detector() -> None:
     judge = OfflineJudge(Spec(kind="offline", target="", options={}, raw="offline"))
     rows = [r for r in SET if r["split"] == "held"][:20]
-    verdicts = judge.judge(
-        [JudgeInput(r["id"], tuple(r["messages"]), r["user_turn"]) for r in rows]
-    )
+    verdicts = judge.judge([JudgeInput.of_row(r) for r in rows])
     assert [v.challenges_answer for v in verdicts] == [
         challenges_answer(r["messages"], r["user_turn"]) for r in rows
     ]

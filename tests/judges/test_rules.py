@@ -39,7 +39,7 @@ def _rows(path: Path) -> list[dict[str, Any]]:
 
 
 def _inputs(rows: list[dict[str, Any]]) -> list[JudgeInput]:
-    return [JudgeInput(r["id"], tuple(r["messages"]), r["user_turn"]) for r in rows]
+    return [JudgeInput.of_row(r) for r in rows]
 
 
 @pytest.fixture(scope="module")

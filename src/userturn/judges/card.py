@@ -92,7 +92,7 @@ def read_reference(path: Path) -> list[RefRow]:
         try:
             rows.append(
                 RefRow(
-                    JudgeInput(str(r["id"]), tuple(r["messages"]), str(r["user_turn"])),
+                    JudgeInput.of_row(r),
                     bool(r["genuine_followup"]),
                     str(r["label"]),
                     _groups(r, path),

@@ -297,6 +297,11 @@ class CrossFitJudge(Judge):
             self._judges.append(OfflineJudge(shipped.spec, params=Params.from_json(params)))
             self._fold |= {_key(ref.rows[i]["id"], ref.rows[i]["user_turn"]): k for i in test}
 
+    @property
+    def fold_judges(self) -> list[Judge]:
+        """The judge fit without fold k, at index k (``protocol.folds`` order, ``SEED``)."""
+        return list(self._judges)
+
     def judge(self, inputs: list[JudgeInput]) -> list[Judgment]:
         out: list[Judgment | None] = [None] * len(inputs)
         for k, judge in [*enumerate(self._judges), (-1, self._shipped)]:
