@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -46,6 +46,7 @@ from userturn.judges.offline_fit import (
     FOLDS,
     SEED,
     CrossFitJudge,
+    Reference,
     default_references,
     heldout_reference,
     load_reference,
@@ -120,6 +121,21 @@ def describe(
     truth: np.ndarray, before: np.ndarray, after: np.ndarray, groups: np.ndarray
 ) -> dict[str, Any]:
     """Judged rate, sensitivity and κ before and after, and a CI for the change in κ."""
+    return {
+        "judged": [round(float(before.mean()), 3), round(float(after.mean()), 3)],
+        "sensitivity": [
+            round(float(before[truth].mean()), 3),
+            round(float(after[truth].mean()), 3),
+        ],
+        "kappa": [round(kappa(truth, before), 3), round(kappa(truth, after), 3)],
+        "kappa_change_ci": kappa_change_ci(truth, before, after, groups),
+    }
+
+
+def kappa_change_ci(
+    truth: np.ndarray, before: np.ndarray, after: np.ndarray, groups: np.ndarray
+) -> list[float]:
+    """95% interval of κ(after) - κ(before) over bootstrap draws of whole contexts."""
     rng = np.random.default_rng(0)
     names, inv = np.unique(groups, return_inverse=True)
     members = [np.flatnonzero(inv == g) for g in range(len(names))]
@@ -128,15 +144,7 @@ def describe(
         d = np.concatenate([members[g] for g in rng.integers(0, len(names), len(names))])
         diffs.append(kappa(truth[d], after[d]) - kappa(truth[d], before[d]))
     lo, hi = np.nanpercentile(diffs, [2.5, 97.5])
-    return {
-        "judged": [round(float(before.mean()), 3), round(float(after.mean()), 3)],
-        "sensitivity": [
-            round(float(before[truth].mean()), 3),
-            round(float(after[truth].mean()), 3),
-        ],
-        "kappa": [round(kappa(truth, before), 3), round(kappa(truth, after), 3)],
-        "kappa_change_ci": [round(float(lo), 3), round(float(hi), 3)],
-    }
+    return [round(float(lo), 3), round(float(hi), 3)]
 
 
 def runs(ref_rows: list[dict[str, Any]], files: np.ndarray) -> dict[str, np.ndarray]:
@@ -151,9 +159,20 @@ def runs(ref_rows: list[dict[str, Any]], files: np.ndarray) -> dict[str, np.ndar
     return out
 
 
-def main() -> int:
-    spec = Spec(kind="offline", target="", raw="offline")
-    shipped = OfflineJudge(spec)
+class Views(NamedTuple):
+    """The shipped judge, the fit turns judged out of fold and the held-back people."""
+
+    shipped: OfflineJudge
+    ref: Reference
+    held: Reference
+    fit: dict[str, np.ndarray]
+    back: dict[str, np.ndarray]
+
+
+def judge_views() -> Views:
+    """Each fit turn judged by the fold judge that did not see it (``CrossFitJudge``, on
+    ``protocol.folds``), and the held-back people's turns by the shipped judge."""
+    shipped = OfflineJudge(Spec(kind="offline", target="", raw="offline"))
     ref = load_reference(default_references())
     held = load_reference([heldout_reference()])
     cross = CrossFitJudge(ref, shipped)
@@ -164,11 +183,14 @@ def main() -> int:
         part = judged(judge, [ref.rows[i] for i in test])
         for key, value in part.items():
             fit.setdefault(key, np.zeros(len(ref.rows), value.dtype))[test] = value
+    return Views(shipped, ref, held, fit, judged(shipped, held.rows))
+
+
+def main() -> int:
+    shipped, ref, held, fit, back = judge_views()
     prior = float(fit["p"][fit["free"]].mean())
     pools = [(fit, ref, mask, name) for name, mask in runs(ref.rows, ref.file_of).items()]
-    pools.append(
-        (judged(shipped, held.rows), held, np.ones(len(held.rows), bool), "heldout_people")
-    )
+    pools.append((back, held, np.ones(len(held.rows), bool), "heldout_people"))
     out: dict[str, Any] = {"training_prior": round(prior, 4)}
     for v, r, mask, name in pools:
         part = {key: value[mask] for key, value in v.items()}
