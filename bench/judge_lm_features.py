@@ -25,7 +25,7 @@ each on the prefix the one before left (llama.cpp's kernels depend on batch shap
 ``llamacpp_score``).
 
 Run: ``.venv/bin/python bench/judge_lm_features.py [LIMIT]`` (about 2 s per row on two
-idle cores, 1,914 rows, so about 70 minutes); ``bench/judge_lm_likelihood.py`` runs it
+idle cores, 1,914 rows, so about 65 minutes); ``bench/judge_lm_likelihood.py`` runs it
 first and reads the cache.
 """
 
@@ -42,10 +42,10 @@ from typing import Any
 import numpy as np
 
 from userturn.backends.base import TemplateOptions
-from userturn.backends.likelihood import target_logprobs
+from userturn.backends.likelihood import continuation_ids
 from userturn.backends.llamacpp import LlamaCppBackend
-from userturn.backends.llamacpp_batch import eval_prompt, logits_row, truncate
-from userturn.backends.llamacpp_score import _all_logits
+from userturn.backends.llamacpp_batch import eval_prompt, logits_row
+from userturn.backends.llamacpp_score import _score_one
 from userturn.chat import derive_markers, user_turn_prompt
 from userturn.chat.markers import SENTINEL
 from userturn.judges.offline_fit import default_references, heldout_reference, read_rows
@@ -55,7 +55,6 @@ from userturn.types import Message
 
 KEEP_CHARS = 800
 CACHE = Path.home() / ".cache" / "userturn" / "bench" / "lm_features.jsonl"
-CONDITIONS = ("user", "asst", "cf", "alone")
 TURN_TOKENS = 48
 """A turn is scored on its first tokens: its act and voice show early, and the logits of
 every scored position are the cost (49,152 floats each)."""
@@ -117,30 +116,20 @@ class Scorer:
         self.alone = self.tpl.strip_bos(full[: full.index(SENTINEL)])
         eval_prompt(self.be.llm, self.be.tokenize(self.alone))  # as every later row finds it
 
-    def ids_after(self, prompt: str, turn: str) -> tuple[list[int], list[int]]:
-        """(prompt ids, turn ids) with the turn tokenised in place after the prompt."""
-        p = self.be.tokenize(prompt)
-        full = self.be.tokenize(prompt + turn)
-        if full[: len(p)] != p:  # the boundary merged: score the turn on its own ids
-            return p, self.be._piece(turn)
-        return p, full[len(p) :]
-
     def turn_lp(self, prompt: str, turn: str) -> tuple[float, int]:
-        """Mean log-probability of the turn's tokens after ``prompt``, and their count.
+        """Mean log-probability of the turn's first ``TURN_TOKENS`` tokens after ``prompt``,
+        and their count.
 
-        The prompt is evaluated on top of whatever prefix the cache shares with it (the
-        previous condition's), without logits; only the turn's positions get them.
+        Unlike ``LlamaCppBackend.loglikelihood``, the prompt is not evaluated fresh: it is
+        evaluated on top of whatever prefix the cache shares with it (the previous
+        condition's), without logits, and only the turn's positions get them.
         """
-        p, u = self.ids_after(prompt, turn)
-        u = u[:TURN_TOKENS]
-        llm = self.be.llm
+        be, llm = self.be, self.be.llm
+        p = be.tokenize(prompt)
+        u = continuation_ids(be.tokenize, be._piece, prompt, p, turn)[:TURN_TOKENS]
         eval_prompt(llm, p)
-        lps = [float(target_logprobs(np.array(logits_row(llm, -1)), u[:1])[0])]
-        if len(u) > 1:
-            logits = _all_logits(llm, len(p), u[:-1])
-            lps += [float(x) for x in target_logprobs(logits, u[1:])]
-        truncate(llm, len(p), 1)
-        return sum(lps) / len(lps), len(u)
+        got = _score_one(llm, len(p), np.array(logits_row(llm, -1)), u)
+        return got.logprob / got.n_tokens, got.n_tokens
 
     def row(self, row: dict[str, Any], cf_answer: str) -> dict[str, float]:
         ctx = last_exchange(list(row["messages"]))
@@ -158,14 +147,6 @@ class Scorer:
         out["alone"], _ = self.turn_lp(self.alone, turn)
         out["n_turn_tokens"] = float(n)
         return out
-
-
-def _common_prefix(seqs: list[list[int]]) -> int:
-    n = min(map(len, seqs))
-    for i in range(n):
-        if len({s[i] for s in seqs}) > 1:
-            return i
-    return n
 
 
 def cached() -> dict[str, dict[str, float]]:

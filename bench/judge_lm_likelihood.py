@@ -23,8 +23,8 @@ held-back people's turns. People's pool is also split the honest way round: fit 
 people's turns in the fit, scored on the held-back ones.
 
 Run: ``.venv/bin/python bench/judge_lm_likelihood.py``. It first fills the cache of
-``bench/judge_lm_features.py`` (about 70 minutes on two idle cores, resumed where it
-stopped), then takes about two minutes. The last line is one JSON object, keys prefixed
+``bench/judge_lm_features.py`` (about 65 minutes on two idle cores, resumed where it
+stopped), then takes about a minute. The last line is one JSON object, keys prefixed
 ``lm_``. Not in ``bench/run.py``'s ``ORDER``: it runs only when named.
 """
 
@@ -83,7 +83,8 @@ def cross_fit(x: np.ndarray, y: np.ndarray, groups: np.ndarray) -> tuple[np.ndar
 def compare(pool: dict[str, np.ndarray], fit_mask: np.ndarray | None = None) -> dict[str, Any]:
     """The judge alone against judge + contrasts, on one pool's free turns."""
     y, free, groups = pool["y"], pool["free"], pool["groups"]
-    lo = np.log(np.clip(pool["p"], EPS, 1 - EPS) / (1 - np.clip(pool["p"], EPS, 1 - EPS)))
+    q = np.clip(pool["p"], EPS, 1 - EPS)
+    lo = np.log(q / (1 - q))
     base_x, lm_x = lo[:, None], np.column_stack([lo, pool["lm"]])
     out: dict[str, Any] = {"n": len(y), "free": int(free.sum())}
     verdicts = {}

@@ -6,7 +6,7 @@ one script, and a second script on the same 2 cores would skew them).
 
 ``judge_crossencoder`` is not in ``ORDER``: it fine-tunes an encoder for about 80 minutes
 and needs the ``hf`` extra, so it runs only when named. ``judge_lm_likelihood`` is not in
-it either: scoring every reference turn with SmolLM2 takes about 70 minutes.
+it either: scoring every reference turn with SmolLM2 takes about 65 minutes.
 
 Run: ``.venv/bin/python bench/run.py [name ...]``
 """
