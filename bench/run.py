@@ -33,6 +33,7 @@ ORDER = [
     "cascade_oof",
     "cascade_dev",
     "judge_prior_shift",
+    "correction_heldout",
 ]
 
 
