@@ -33,14 +33,14 @@ from __future__ import annotations
 import copy
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from judge_prior_shift import judge_views
 
-from userturn.analysis.correction import Corrected, corrected_rate, stratified_rate
-from userturn.judges import protocol
-from userturn.judges.card import load_card
+from userturn.analysis.correction import CARD_KEYS, corrected_rate, stratified_rate
+from userturn.judges.card import _groups, load_card
 from userturn.judges.offline_fit import Reference
 
 MIN_RUN = 20
@@ -58,13 +58,9 @@ def counts(truth: np.ndarray, sigma: np.ndarray) -> dict[str, int]:
 
 
 def axes_of(ref: Reference) -> dict[str, np.ndarray]:
-    """Each turn's stratum on every card axis, as ``judges.card`` names them."""
-    return {
-        "model": np.array([str(r.get("model")) for r in ref.rows]),
-        "dataset": np.array([str(r.get("dataset")) for r in ref.rows]),
-        "style": protocol.styles(ref.rows),
-        "file": ref.file_of,
-    }
+    """Each turn's stratum on every card axis, by the card's own ``_groups``."""
+    named = [dict(_groups(r, Path(f))) for r, f in zip(ref.rows, ref.file_of, strict=True)]
+    return {axis: np.array([g[axis] for g in named]) for axis in AXES}
 
 
 def without(
@@ -89,7 +85,7 @@ def without(
 
 def judge_card_check(card: dict[str, Any], truth: np.ndarray, sigma: np.ndarray) -> None:
     """The verdicts here are those the card was built from, count for count."""
-    if counts(truth, sigma) != {k: card["sigma"][k] for k in ("tp", "fn", "fp", "tn")}:
+    if counts(truth, sigma) != {k: card["sigma"][k] for k in CARD_KEYS}:
         raise SystemExit(f"verdicts {counts(truth, sigma)} do not match the card {card['sigma']}")
 
 
@@ -105,11 +101,11 @@ def one_run(
     left = without(card, sub, truth[mask], sigma[mask])
     (dataset,), (model,) = np.unique(sub["dataset"]), np.unique(sub["model"])
     items = [(int(s), 1) for s in sigma[mask]]
-    fixed: Corrected = stratified_rate(items, left, dataset, model)
+    fixed = stratified_rate(items, left, dataset, model)
     pooled = corrected_rate(items, left["sigma"])
     ref_rate = float(truth[mask].mean())
     assert fixed.rate is not None and fixed.ci_low is not None and fixed.ci_high is not None
-    assert pooled.rate is not None
+    assert fixed.sens is not None and fixed.spec is not None and pooled.rate is not None
     return {
         "n": int(mask.sum()),
         "dataset": str(dataset),
@@ -119,7 +115,7 @@ def one_run(
         "corrected": round(fixed.rate, 3),
         "ci": [round(fixed.ci_low, 3), round(fixed.ci_high, 3)],
         "covers": bool(fixed.ci_low <= ref_rate <= fixed.ci_high),
-        "sens_spec": [round(float(fixed.sens or 0), 3), round(float(fixed.spec or 0), 3)],
+        "sens_spec": [round(fixed.sens, 3), round(fixed.spec, 3)],
         "uncovered": [a for a, s in fixed.strata.items() if s is None],
         "pooled": round(pooled.rate, 3),
     }
@@ -180,15 +176,15 @@ def main() -> int:
         mask[part] = True
         chunks[f"chunk{k}"] = one_run(card, axes, truth, sigma, mask)
 
-    by_style: dict[str, dict[str, dict[str, Any]]] = {}
+    groups: dict[str, dict[str, dict[str, Any]]] = {}
     for key, run in cells.items():
         file = key.split("/")[0]
         small = file in ("judge_train", "judge_dev") and run["model"] != "human"
         group = "small_models" if small else file
-        by_style.setdefault(group, {})[key] = run
+        groups.setdefault(group, {})[key] = run
     out: dict[str, Any] = {
         "fit_runs": cells,
-        "fit_summary": {g: summary(r) for g, r in sorted(by_style.items())},
+        "fit_summary": {g: summary(r) for g, r in sorted(groups.items())},
         "heldout_people": people,
         "heldout_chunks": chunks,
         "heldout_chunks_summary": summary(chunks),
