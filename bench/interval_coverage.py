@@ -25,6 +25,12 @@ their mean width, and the share of zero-width intervals. Keys:
   is the card's smallest stratum, 50 items × 1 (``_k4``: × 4; ``_unseen``: a stratum the
   card never saw). ``baseline_stratified[_unseen]_p*_pooled``: the pooled-card
   correction on the same cells (before).
+- ``coverage_crossed[_unseen_model]_p*``: the same correction on a card with cross counts
+  (``by_model``), when the judge's error rates follow the additive dataset × model model
+  (``analysis.mixed``) with the spreads fit to the shipped card, and its cell sizes:
+  every effect is drawn afresh per cell, the card refit each time. The run is SmolLM2 on
+  GSM8K, a cell of the card (``_unseen_model``: a model the card never saw, on GSM8K),
+  50 items × 1.
 - ``coverage_gf4_corrected_p*``: GF@4 corrected through the judge's error model (the
   pooled rates of the offline card the audit used), 50 items × 4; ``null_gf4``: its null
   floor.
@@ -49,14 +55,17 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "analysis"))
 
 from coverage_sim import (
+    CrossedJudge,
     Design,
     Judge,
     StrataJudge,
     cell,
     coverage,
+    crossed_judged_cell,
     independent,
     judged_cell,
     paired,
+    shipped_crossed_judge,
     shipped_strata_judge,
     strata_judged_cell,
 )
@@ -70,6 +79,9 @@ SINGLE = Design(items=50, k=1)
 FEW = Design(items=20, k=4, rho=0.2)
 STRONG = Design(items=50, k=4, rho=0.5)
 Draw = Callable[[np.random.Generator], I.CI]
+CROSSED_PAIR = ("gsm8k", "smollm2-135m")
+"""The run of the crossed scenarios: ``make run``'s cell, 9 genuine and 34 other
+reference turns on the shipped card."""
 
 
 def _plain_bootstrap(p: float) -> Draw:
@@ -106,6 +118,17 @@ def _stratified(p: float, design: Design, judge: StrataJudge, pooled: bool = Fal
 GF_SENS, GF_SPEC = (121, 39), (267, 50)
 """The pooled (tp, fn) and (tn, fp) of the offline card the audit used (se 0.756, sp
 0.842), kept so that the figures stay comparable across refits of the card."""
+
+
+def _crossed(p: float, design: Design, judge: CrossedJudge) -> Draw:
+    def draw(r: np.random.Generator) -> I.CI:
+        per_item, card = crossed_judged_cell(r, p, design, judge)
+        got = stratified_rate(per_item, card, *judge.target)
+        if not got.defined:  # "the judge carries no information here": any rate
+            return 0.0, 1.0
+        return got.ci_low, got.ci_high
+
+    return draw
 
 
 def _gf4(p: float) -> tuple[Draw, float]:
@@ -204,6 +227,12 @@ def scenarios() -> dict[str, tuple[Draw, float]]:
             out[f"coverage_gf4_corrected_{tag}"] = _gf4(p)
             for share in ("never", "sometimes", "always"):
                 out[f"coverage_spread_{share}_{tag}"] = (_SpreadDraw(p, share), 0.0)
+    if all("by_model" in e for e in card.get("strata", {}).get("dataset", {}).values()):
+        pair = shipped_crossed_judge(card, CROSSED_PAIR)
+        new_model = shipped_crossed_judge(card, (CROSSED_PAIR[0], "unseen-model"))
+        for tag, p in {**PS, "p02": 0.2}.items():
+            out[f"coverage_crossed_{tag}"] = (_crossed(p, Design(50, 1), pair), p)
+            out[f"coverage_crossed_unseen_model_{tag}"] = (_crossed(p, Design(50, 1), new_model), p)
     return out
 
 

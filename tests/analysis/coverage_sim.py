@@ -179,3 +179,89 @@ def strata_judged_cell(
     seen = rng.binomial(true, sens[t]) + rng.binomial(n - true, 1 - spec[t])
     card = {"sigma": pooled, "strata": {"dataset": block}}
     return counts(seen, n), card, "unseen" if judge.target is None else f"d{t}"
+
+
+KEYS = ("tp", "fn", "fp", "tn")
+
+
+def crossed_card(by_model: dict[str, dict[str, dict[str, int]]]) -> dict[str, Any]:
+    """A card from its cross counts (dataset -> model -> σ counts), as the card builder
+    writes it: pooled, per dataset (with ``by_model``) and per model."""
+    datasets = {
+        d: {"sigma": {k: sum(c[k] for c in cells.values()) for k in KEYS}, "by_model": cells}
+        for d, cells in by_model.items()
+    }
+    models: dict[str, dict[str, int]] = {}
+    for cells in by_model.values():
+        for m, c in cells.items():
+            total = models.setdefault(m, dict.fromkeys(KEYS, 0))
+            for k in KEYS:
+                total[k] += c[k]
+    pooled = {k: sum(d["sigma"][k] for d in datasets.values()) for k in KEYS}
+    return {
+        "sigma": pooled,
+        "strata": {"dataset": datasets, "model": {m: {"sigma": s} for m, s in models.items()}},
+    }
+
+
+@dataclass(frozen=True)
+class CrossedJudge:
+    """A judge whose error rates follow the additive logit model of ``analysis.mixed``:
+    β + u_dataset + v_model + w_cell per side, each effect drawn afresh per simulation
+    from N(0, sd²). The card holds ``sizes`` reference turns per (dataset, model) cell;
+    the run is ``target``, a cell of the card or one it never saw."""
+
+    intercept: tuple[float, float]
+    """β for sensitivity, specificity."""
+    sd: tuple[tuple[float, float, float], tuple[float, float, float]]
+    """Per side: the sd of the dataset, model and cell effects."""
+    sizes: tuple[tuple[str, str, int, int], ...]
+    """(dataset, model, genuine, non-genuine) reference turns per cell."""
+    target: tuple[str, str]
+
+
+def shipped_crossed_judge(card: dict[str, Any], target: tuple[str, str]) -> CrossedJudge:
+    """The additive fit's posterior means on a card's cross counts: effects that differ
+    as much as that card's do, with its cell sizes."""
+    from userturn.analysis import mixed
+
+    anchor = card["strata"]["dataset"]
+    fits = []
+    for side in ("sens", "spec"):
+        cells = mixed.cells(anchor, side)
+        assert cells is not None, "the card has no cross counts (by_model)"
+        fits.append(mixed.fit(cells))
+    sizes = tuple(
+        (d, m, s["tp"] + s["fn"], s["tn"] + s["fp"])
+        for d, entry in sorted(anchor.items())
+        for m, s in sorted(entry["by_model"].items())
+    )
+    sd = [(float(np.exp(f.vcp[0][0])), float(np.exp(f.vcp[1][0])), float(np.exp(f.vcp[2][0])))
+          for f in fits]  # fmt: skip
+    return CrossedJudge((fits[0].fe[0], fits[1].fe[0]), (sd[0], sd[1]), sizes, target)
+
+
+def crossed_judged_cell(
+    rng: np.random.Generator, p: float, d: Design, judge: CrossedJudge
+) -> tuple[ItemCounts, dict[str, Any]]:
+    """A cell as the crossed judge sees it, and the card of its reference turns."""
+    from scipy.special import expit
+
+    cells = sorted({(s[0], s[1]) for s in judge.sizes} | {judge.target})
+    rates = []
+    for beta, (sd_d, sd_m, sd_c) in zip(judge.intercept, judge.sd, strict=True):
+        u = {x: rng.normal(0, sd_d) for x in sorted({c[0] for c in cells})}
+        v = {x: rng.normal(0, sd_m) for x in sorted({c[1] for c in cells})}
+        rates.append({c: float(expit(beta + u[c[0]] + v[c[1]] + rng.normal(0, sd_c)))
+                      for c in cells})  # fmt: skip
+    by_model: dict[str, dict[str, dict[str, int]]] = {}
+    for dataset, model, pos, neg in judge.sizes:
+        tp = int(rng.binomial(pos, rates[0][(dataset, model)]))
+        tn = int(rng.binomial(neg, rates[1][(dataset, model)]))
+        by_model.setdefault(dataset, {})[model] = {"tp": tp, "fn": pos - tp, "fp": neg - tn,
+                                                   "tn": tn}  # fmt: skip
+    n = sample_n(rng, d)
+    true = rng.binomial(n, item_probs(rng, p, d.rho, d.items))
+    sens, spec = rates[0][judge.target], rates[1][judge.target]
+    seen = rng.binomial(true, sens) + rng.binomial(n - true, 1 - spec)
+    return counts(seen, n), crossed_card(by_model)

@@ -133,6 +133,9 @@ def test_strata_split_the_counts_by_model_and_dataset(tmp_path: Path) -> None:
     assert by_model["m2"]["sensitivity"]["value"] is None  # no genuine reference row
     assert (by_model["m2"]["reference_rate"], by_model["m2"]["judged_rate"]) == (0.0, 0.5)
     assert list(card["strata"]["dataset"]) == ["gsm8k"]
+    assert card["strata"]["dataset"]["gsm8k"]["by_model"] == {
+        "m1": {"tp": 1, "fn": 0, "fp": 0, "tn": 0}  # the dataset's cross counts by model
+    }
     assert list(card["strata"]["file"]) == ["ref.jsonl"]
     assert sum(p["sigma"]["tp"] for p in card["strata"]["style"].values()) == 1
 
@@ -333,6 +336,9 @@ def test_shipped_cards_match_the_shipped_judges(judge: Judge) -> None:
     for field in ("model", "dataset", "style", "file"):  # every reference row has each
         parts = card["strata"][field].values()
         assert {k: sum(p["sigma"][k] for p in parts) for k in s} == s
+    for entry in card["strata"]["dataset"].values():  # the cross counts add up to each
+        cells = entry["by_model"].values()
+        assert {k: sum(c[k] for c in cells) for k in s} == entry["sigma"]
 
 
 def test_offline_card_is_out_of_fold() -> None:

@@ -131,8 +131,8 @@ def stratified_rate(
 ) -> Corrected:
     """The cell's rate corrected with the error rates of its own strata.
 
-    Sensitivity and specificity come from the card's dataset stratum, shifted by its
-    model stratum, each partially pooled across the card's strata
+    Sensitivity and specificity come from the card's dataset and model strata, fit
+    jointly where the card has their cross counts and partially pooled across strata
     (``analysis.strata``); their draws carry the between-stratum variance, and a run
     the card does not cover draws from the spread across strata (wide, and said in the
     note). A card without strata falls back to :func:`corrected_rate` on its pooled
@@ -172,6 +172,12 @@ def stratified_rate(
             "its error rates there are extrapolated from the spread across the card's "
             "strata, and the CI is widened by it"
         )
+    if draws.unpaired:
+        parts.append(
+            f"the card has no reference turns from {draws.unpaired}: the CI carries the "
+            "spread of the card's dataset × model effects"
+        )
+    parts.append(draws.caveat)
     note = "; ".join(p for p in parts if p)
     return Corrected(
         rate, min(lo1, lo2, rate), max(hi1, hi2, rate), True, note, draws.strata, sens, spec

@@ -15,11 +15,14 @@ card covers draws from its posterior Beta(μκ + x, (1 - μ)κ + n - x); a strat
 does not cover draws from the population Beta(μκ, (1 - μ)κ), which is as wide as the
 strata are apart: extrapolation never prints a narrow interval.
 
-A run has a dataset and a model, and cards break σ down by each separately (marginal
-counts, not a cross table). The dataset stratum is the anchor; the model moves it by its
-own deviation from the average model on the logit scale, logit θ = logit θ_dataset +
-(logit θ_model - logit μ_model). This assumes no dataset × model interaction and a
-similar mix of reference models in every dataset, which the card cannot check.
+A run has a dataset and a model. A card whose dataset strata break their counts down by
+model (``by_model``, cards from 2026-12 on) is fit as one additive logit model of
+dataset, model and their cell (``analysis.mixed``), so that a model's effect is measured
+against the datasets it wrote, not against the average model. An older card has only
+marginal counts: the dataset stratum is the anchor, and the model moves it by its own
+deviation from the average model on the logit scale, logit θ = logit θ_dataset +
+(logit θ_model - logit μ_model). That assumes no dataset × model interaction and a
+similar mix of reference models in every dataset, which such a card cannot check.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
+
+from userturn.analysis import mixed
 
 MU_GRID = np.linspace(0.0025, 0.9975, 200)
 LOG_KAPPA_GRID = np.linspace(np.log(0.5), np.log(5000.0), 80)
@@ -102,6 +107,12 @@ class ErrorDraws:
     """Axis -> the card stratum used (None: the card does not cover the run there)."""
     uncovered: tuple[str, ...] = ()
     """What the card lacks, in words (``dataset 'mmlu'``), for ``correction_note``."""
+    unpaired: str = ""
+    """The card covers the run's dataset and model but not the two together, in words;
+    the draws carry the spread of the dataset × model effects."""
+    caveat: str = ""
+    """Why the additive fit was not used on a card that has the cross counts (it could
+    not be fit), for ``correction_note``; empty otherwise."""
 
     @property
     def point(self) -> tuple[float, float]:
@@ -142,12 +153,75 @@ def error_draws(
 ) -> ErrorDraws | None:
     """Draws of (se, sp) for a run of ``model`` (``family``) on ``dataset``; None when
     the card has no ``dataset`` strata (then only the pooled counts can be used)."""
-    from scipy.special import expit, logit  # scipy costs a second at import: on use
-
     strata = card.get("strata") or {}
     anchor = strata.get(ANCHOR) or {}
-    hs = {side: hyper(anchor, side) for side in ("sens", "spec")} if anchor else {}
-    if not hs or any(h is None for h in hs.values()):
+    if not anchor:
+        return None
+    caveat, run = "", _Run(dataset, model, family, rng, reps)
+    sens, spec = mixed.cells(anchor, "sens"), mixed.cells(anchor, "spec")
+    if sens is not None and spec is not None:
+        sides = {"sens": sens, "spec": spec}
+        try:
+            return _additive(sides, anchor, run)
+        except mixed.NotFit as e:
+            caveat = f"the dataset × model fit was not used ({e}): marginal strata instead"
+    draws = _marginal(strata, anchor, run)
+    if draws is None or not caveat:
+        return draws
+    return ErrorDraws(draws.sens, draws.spec, draws.strata, draws.uncovered, caveat=caveat)
+
+
+def _model_note(model: str, family: str) -> str:
+    fam = f" (family {family!r})" if family else ""
+    return f"model {model!r}{fam}"
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What error_draws is asked for: a run's dataset, model and family, and how many
+    draws from which generator."""
+
+    dataset: str
+    model: str
+    family: str
+    rng: np.random.Generator
+    reps: int
+
+
+def _additive(
+    sides: dict[str, mixed.Cells], anchor: dict[str, Any], run: _Run
+) -> ErrorDraws | None:
+    """Draws from the additive fit (``analysis.mixed``) of the card's cross counts."""
+    dataset, model, family, rng, reps = run.dataset, run.model, run.family, run.rng, run.reps
+    if not all(sides.values()):
+        return None
+    models = {str(m): None for e in anchor.values() for m in e["by_model"]}
+    used = {
+        ANCHOR: _match(anchor, dataset),
+        "model": _match(models, model, named_model(model), family),
+    }
+    uncovered = [] if used[ANCHOR] else [f"dataset {dataset!r}"]
+    if used["model"] is None:
+        uncovered.append(_model_note(model, family))
+    pair = f"{used[ANCHOR]}|{used['model']}" if all(used.values()) else None
+    draws = {
+        side: mixed.draw(mixed.fit(counts), (used[ANCHOR], used["model"], pair), rng, reps)
+        for side, counts in sides.items()
+    }
+    unpaired, found = "", used[ANCHOR]
+    if pair is not None and found is not None and used["model"] not in anchor[found]["by_model"]:
+        unpaired = f"dataset {found!r} written by model {used['model']!r}"
+    return ErrorDraws(draws["sens"], draws["spec"], used, tuple(uncovered), unpaired)
+
+
+def _marginal(strata: dict[str, Any], anchor: dict[str, Any], run: _Run) -> ErrorDraws | None:
+    """Draws from the marginal hierarchies: the dataset stratum, shifted by the model's
+    deviation from the average model."""
+    dataset, model, family, rng, reps = run.dataset, run.model, run.family, run.rng, run.reps
+    from scipy.special import expit, logit  # scipy costs a second at import: on use
+
+    hs = {side: hyper(anchor, side) for side in ("sens", "spec")}
+    if any(h is None for h in hs.values()):
         return None
     used: dict[str, str | None] = {ANCHOR: _match(anchor, dataset)}
     uncovered = [] if used[ANCHOR] else [f"dataset {dataset!r}"]
@@ -165,8 +239,7 @@ def error_draws(
             found = _match(block, family)
         used[axis] = found
         if found is None:
-            fam = f" (family {family!r})" if family else ""
-            uncovered.append(f"model {model!r}{fam}")
+            uncovered.append(_model_note(model, family))
         for side in ("sens", "spec"):
             h = hyper(block, side)
             if h is not None:

@@ -303,7 +303,7 @@ def _corrected_note(cells: list[JudgedCell]) -> str:
     return (
         f" Corrected: Rogan–Gladen estimate of the true rate given judge card "
         f"{', '.join(cards)}, with the sensitivity and specificity of the row's strata "
-        "(dataset, shifted by model; partially pooled across the card's strata). CI over "
+        "(dataset and model, fit jointly and partially pooled across the card's strata). CI over "
         "items, the strata's reference turns and the spread between strata; "
         "'(extrapolated)': the card has no reference turns from that dataset or model."
     )

@@ -16,9 +16,12 @@ judge), ``control_set`` (``n``, ``sigma_accuracy``, ``label_accuracy``) or null,
 ``created`` (YYYY-MM-DD); plus ``excluded`` (verdicts not ok, left out of every count),
 ``ci_method`` and ``strata`` (per ``model``, ``dataset``, ``style`` and reference ``file``
 of the rows: ``sigma``, ``sensitivity``, ``specificity``, ``reference_rate``,
-``judged_rate``). ``style`` is ``protocol.style``: model output, a real person's turn, or
-a turn written in a model's or a person's manner.
-Corrected rates use the pooled counts; the strata show where they fit less well.
+``judged_rate``; a ``dataset`` stratum also has ``by_model``, its ``sigma`` counts per
+model). ``style`` is ``protocol.style``: model output, a real person's turn, or a turn
+written in a model's or a person's manner.
+Corrected rates use the dataset and model strata (``analysis.strata``): ``by_model``
+gives their cross counts, so that the two are fit jointly (``analysis.mixed``) and a
+model is not credited with the datasets it happened to write.
 """
 
 from __future__ import annotations
@@ -145,18 +148,30 @@ def sigma_block(sigma: dict[str, int]) -> dict[str, Any]:
     }
 
 
+def _split(
+    rows: Sequence[RefRow], verdicts: Sequence[Judgment], field: str
+) -> dict[str, tuple[list[RefRow], list[Judgment]]]:
+    parts: dict[str, tuple[list[RefRow], list[Judgment]]] = {}
+    for r, v in zip(rows, verdicts, strict=True):
+        name = dict(r.groups).get(field)
+        if name is not None:
+            part = parts.setdefault(name, ([], []))
+            part[0].append(r)
+            part[1].append(v)
+    return dict(sorted(parts.items()))
+
+
 def strata(rows: Sequence[RefRow], verdicts: Sequence[Judgment]) -> dict[str, Any]:
-    """σ per model and per dataset of the reference rows (``STRATA``)."""
+    """σ per model, dataset, style and file of the reference rows (``STRATA``); each
+    dataset stratum also breaks its σ counts down by model (``by_model``)."""
     out: dict[str, dict[str, Any]] = {}
     for field in STRATA:
-        parts: dict[str, tuple[list[RefRow], list[Judgment]]] = {}
-        for r, v in zip(rows, verdicts, strict=True):
-            name = dict(r.groups).get(field)
-            if name is not None:
-                part = parts.setdefault(name, ([], []))
-                part[0].append(r)
-                part[1].append(v)
-        out[field] = {name: sigma_block(confusion(*parts[name])["sigma"]) for name in sorted(parts)}
+        out[field] = {name: sigma_block(confusion(*part)["sigma"])
+                      for name, part in _split(rows, verdicts, field).items()}  # fmt: skip
+    for name, part in _split(rows, verdicts, "dataset").items():
+        out["dataset"][name]["by_model"] = {
+            model: confusion(*cell)["sigma"] for model, cell in _split(*part, "model").items()
+        }
     return out
 
 
