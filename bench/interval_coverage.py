@@ -1,7 +1,9 @@
 """Coverage of userturn's 95% intervals by simulation (issues I and H).
 
-Run: ``.venv/bin/python bench/interval_coverage.py [--sims N]`` (default 1000 simulated
-cells per scenario; about 5 minutes on 2 busy cores). The last line is JSON.
+Run: ``.venv/bin/python bench/interval_coverage.py [--sims N] [--crossed-sims M]``
+(default 1000 simulated cells per scenario, 400 per crossed one, which refits a card per
+cell; about 5 minutes on 2 busy cores, and 32 more for the crossed ones). The last line
+is JSON.
 
 Each scenario draws cells with a known truth from ``tests/analysis/coverage_sim.py``
 (item probabilities from a Beta with mean p and intraclass correlation ρ, k samples per
@@ -240,6 +242,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sims", type=int, default=1000, help="simulated cells per scenario")
     ap.add_argument("--only", default="", help="run only scenarios whose name contains this")
+    ap.add_argument(
+        "--crossed-sims",
+        type=int,
+        default=400,
+        help="simulated cells per crossed scenario (each refits a card: about 0.6 s a cell)",
+    )
     args = ap.parse_args()
     start = time.perf_counter()
     result: dict[str, float | int] = {}
@@ -248,7 +256,8 @@ def main() -> None:
     for i, (name, (draw, truth)) in enumerate(sorted(scenarios().items())):
         if args.only not in name:
             continue
-        got = coverage(draw, truth, args.sims, seed=1000 + i)
+        sims = args.crossed_sims if "_crossed_" in name else args.sims
+        got = coverage(draw, truth, sims, seed=1000 + i)
         result[name] = round(got.coverage, 4)
         widths["width_" + name.removeprefix("coverage_")] = round(got.width, 4)
         if not name.startswith("baseline"):
@@ -258,6 +267,7 @@ def main() -> None:
     result["null_gf4"] = round(1 - (GF_SPEC[0] / sum(GF_SPEC)) ** 4, 4)
     result["degenerate_share_max"] = degenerate
     result["sims_per_scenario"] = args.sims
+    result["sims_per_crossed_scenario"] = args.crossed_sims
     result["interval_coverage_seconds"] = round(time.perf_counter() - start, 1)
     print(json.dumps(result, sort_keys=True))
 

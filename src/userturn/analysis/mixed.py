@@ -1,11 +1,13 @@
 """The judge's error rates as an additive logit model of dataset, model and their cell.
 
 Why: a card's ``dataset`` and ``model`` strata are marginal counts, and on the shipped
-card they are confounded. SmolLM2 wrote most of the ShareGPT reference turns, so its
-model stratum carries ShareGPT's low specificity, and a marginal shift (dataset stratum
-moved by the model's distance from the average model) counts that twice for a SmolLM2
-run on ShareGPT and drags it onto every other dataset. The card's cross counts
-(``by_model`` of each dataset stratum) let the two axes be fit jointly instead:
+card they are confounded. People wrote 686 of the 1,059 ShareGPT reference turns, so
+ShareGPT's stratum already carries the judge's low specificity on people's turns, and a
+marginal shift (the dataset stratum moved by the model's distance from the average
+model) counts it again for a run of people's turns on ShareGPT; GSM8K's stratum is
+lifted by its written turns, which the judge reads well, and a SmolLM2 run there gets
+that lift too. The card's cross counts (``by_model`` of each dataset stratum) let the
+two axes be fit jointly instead:
 
     logit P(judge right) = β + u_dataset + v_model + w_dataset×model,
 
@@ -14,7 +16,8 @@ normal with sd ``VCP_P``, β normal with sd ``FE_P``), one such model for sensit
 rows are genuine reference turns) and one for specificity (the others). Each effect is
 shrunk toward 0 by as much as its own counts are few and its component's spread is
 small; the interaction lets a model be judged worse on one dataset than on the rest (the
-judge reads SmolLM2's ShareGPT turns worst of all), and it too is shrunk.
+judge's specificity on SmolLM2's ShareGPT turns is 0.63, against 0.78-0.93 on its other
+datasets), and it too is shrunk.
 
 The fit is statsmodels' variational Bayes (``BinomialBayesMixedGLM.fit_vb``): a normal
 posterior for β, each effect, and each log standard deviation. A run draws β and, per
