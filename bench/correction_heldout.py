@@ -64,22 +64,27 @@ def axes_of(ref: Reference) -> dict[str, np.ndarray]:
     return {axis: np.array([g[axis] for g in named]) for axis in AXES}
 
 
+def subtract(entry: dict[str, int], taken: dict[str, int], what: str) -> bool:
+    """Take ``taken`` out of the σ counts ``entry`` in place; True when none are left."""
+    for key, n in taken.items():
+        entry[key] -= n
+        assert entry[key] >= 0, f"{what}: the card lacks these turns"
+    return not sum(entry.values())
+
+
 def without(
     card: dict[str, Any], axes: dict[str, np.ndarray], truth: np.ndarray, sigma: np.ndarray
 ) -> dict[str, Any]:
     """The card as it would be had these turns never been among its reference turns."""
     out = copy.deepcopy(card)
-    for key, n in counts(truth, sigma).items():
-        out["sigma"][key] -= n
+    subtract(out["sigma"], counts(truth, sigma), "pooled")
     for axis in AXES:
         block = out["strata"][axis]
         for name in np.unique(axes[axis]):
             here = axes[axis] == name
-            entry = block[str(name)]["sigma"]
-            for key, n in counts(truth[here], sigma[here]).items():
-                entry[key] -= n
-                assert entry[key] >= 0, f"{axis} {name}: the card lacks these turns"
-            if not sum(entry.values()):
+            if subtract(
+                block[str(name)]["sigma"], counts(truth[here], sigma[here]), f"{axis} {name}"
+            ):
                 del block[str(name)]
     for name in np.unique(axes["dataset"]):
         if str(name) not in out["strata"]["dataset"]:
@@ -87,11 +92,7 @@ def without(
         mix = out["strata"]["dataset"][str(name)]["by_model"]
         for model in np.unique(axes["model"][axes["dataset"] == name]):
             here = (axes["dataset"] == name) & (axes["model"] == model)
-            cell = mix[str(model)]
-            for key, n in counts(truth[here], sigma[here]).items():
-                cell[key] -= n
-                assert cell[key] >= 0, f"{name} × {model}: the card lacks these turns"
-            if not sum(cell.values()):
+            if subtract(mix[str(model)], counts(truth[here], sigma[here]), f"{name} × {model}"):
                 del mix[str(model)]
     return out
 

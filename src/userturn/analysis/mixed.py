@@ -83,6 +83,16 @@ def cells(anchor: dict[str, Any], side: str) -> Cells | None:
     return tuple(out)
 
 
+def cell_of(dataset: str, model: str) -> str:
+    """The level of a (dataset, model) pair in the ``dataset × model`` component."""
+    return f"{dataset}|{model}"
+
+
+def _levels(dataset: str, model: str) -> tuple[str, str, str]:
+    """A cell's level in each component (``COMPONENTS``)."""
+    return dataset, model, cell_of(dataset, model)
+
+
 @lru_cache(maxsize=64)
 def fit(counts: Cells) -> Fit:
     """The VB fit of one side's cells; raises :class:`NotFit` where there is nothing to
@@ -96,11 +106,10 @@ def fit(counts: Cells) -> Fit:
     total = sum(n for *_, n in counts)
     if right in (0, total):
         raise NotFit(f"the judge is {'right' if right else 'wrong'} on all {total} turns")
-    names: list[list[str]] = [[], [], []]
+    names: list[dict[str, int]] = [{}, {}, {}]  # per component: level -> its column
     for dataset, model, _, _ in counts:
-        for c, level in enumerate((dataset, model, f"{dataset}|{model}")):
-            if level not in names[c]:
-                names[c].append(level)
+        for c, level in enumerate(_levels(dataset, model)):
+            names[c].setdefault(level, len(names[c]))
     offset = np.cumsum([0, len(names[0]), len(names[1])])
     y: list[int] = []
     rows: list[int] = []
@@ -108,9 +117,9 @@ def fit(counts: Cells) -> Fit:
     for dataset, model, x, n in counts:
         at = len(y)
         y.extend([1] * x + [0] * (n - x))
-        for c, level in enumerate((dataset, model, f"{dataset}|{model}")):
+        for c, level in enumerate(_levels(dataset, model)):
             rows.extend(range(at, at + n))
-            cols.extend([int(offset[c]) + names[c].index(level)] * n)
+            cols.extend([int(offset[c]) + names[c][level]] * n)
     width = sum(len(n) for n in names)
     exog_vc = sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(y), width))
     ident = np.repeat(np.arange(3), [len(n) for n in names])

@@ -203,14 +203,15 @@ def _additive(
     uncovered = [] if used[ANCHOR] else [f"dataset {dataset!r}"]
     if used["model"] is None:
         uncovered.append(_model_note(model, family))
-    pair = f"{used[ANCHOR]}|{used['model']}" if all(used.values()) else None
+    found, who = used[ANCHOR], used["model"]
+    pair = mixed.cell_of(found, who) if found is not None and who is not None else None
     draws = {
-        side: mixed.draw(mixed.fit(counts), (used[ANCHOR], used["model"], pair), rng, reps)
+        side: mixed.draw(mixed.fit(counts), (found, who, pair), rng, reps)
         for side, counts in sides.items()
     }
-    unpaired, found = "", used[ANCHOR]
-    if pair is not None and found is not None and used["model"] not in anchor[found]["by_model"]:
-        unpaired = f"dataset {found!r} written by model {used['model']!r}"
+    unpaired = ""
+    if found is not None and who is not None and who not in anchor[found]["by_model"]:
+        unpaired = f"dataset {found!r} written by model {who!r}"
     return ErrorDraws(draws["sens"], draws["spec"], used, tuple(uncovered), unpaired)
 
 
