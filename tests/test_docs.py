@@ -98,3 +98,22 @@ def test_every_relative_link_resolves(path: Path) -> None:
         assert dest.exists(), f"{path.name}: link to {target} points nowhere"
         if anchor and dest.suffix == ".md":
             assert anchor in headings(dest), f"{path.name}: no heading for #{anchor} in {dest.name}"
+
+
+def test_the_readmes_dataset_example_runs() -> None:
+    """The README's copy-me dataset (an abridged ``mtbench.py``) is code a reader can
+    paste: it runs as written and reads the shipped MT-Bench file like the real one."""
+    from userturn import assets
+    from userturn.datasets import load_dataset
+    from userturn.datasets.sources import MTBENCH
+    from userturn.spec import parse_spec
+
+    blocks = FENCE.findall((REPO / "README.md").read_text(encoding="utf-8"))
+    source = next(b for b in blocks if "class MTBench(RowDataset)" in b)
+    space: dict[str, object] = {}
+    exec(compile(source, "README.md", "exec"), space)
+    spec = f"mtbench:{assets.fetch(MTBENCH)}"
+    example = space["MTBench"](parse_spec(spec)).load()  # type: ignore[operator]
+    real = load_dataset(spec).load()
+    assert len(real) == 80
+    assert [(i.id, i.reference_turn) for i in example] == [(i.id, i.reference_turn) for i in real]

@@ -163,3 +163,41 @@ def test_coverage_when_the_judge_errs_as_the_additive_model_of_the_shipped_card(
 
     got = coverage(draw, 0.2, 60, seed=11)
     assert got.coverage >= 0.9, got
+
+
+def _rows(card: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    from userturn.cli.judge_cmd import pair_table
+
+    table = pair_table(card, reps=2000)
+    assert table is not None
+    return {(r[0], r[1]): dict(zip(table.raw_columns, r, strict=True)) for r in table.rows}
+
+
+def test_the_pairs_table_shows_what_each_pair_is_corrected_with() -> None:
+    """`judge card` prints, per dataset × model pair, the pair's own counts and the se
+    the correction draws: clean on chat gets clean's reading (about 0.9), not chat's
+    marginal 0.66; each dataset's new-model row and the all-new row are wider."""
+    rows = _rows(CONFOUNDED)
+    pairs = {(d, m) for d, e in CONFOUNDED["strata"]["dataset"].items() for m in e["by_model"]}
+    new = {(d, "(new)") for d in CONFOUNDED["strata"]["dataset"]} | {("(new)", "(new)")}
+    assert set(rows) == pairs | new
+    clean = rows[("chat", "clean")]
+    assert (clean["se_right"], clean["se_turns"], clean["turns"]) == (19, 20, 40)
+    assert clean["se"] > 0.85 and clean["se_low"] < clean["se"] < clean["se_high"]
+    assert rows[("qa", "(new)")]["turns"] == 0 and rows[("qa", "(new)")]["se_turns"] == 0
+    width = {k: r["se_high"] - r["se_low"] for k, r in rows.items()}
+    assert width[("qa", "(new)")] > width[("qa", "clean")]
+    assert width[("(new)", "(new)")] > width[("qa", "clean")]
+
+
+def test_the_pairs_table_says_when_the_joint_fit_was_not_used() -> None:
+    from userturn.cli.judge_cmd import pair_table
+
+    card = crossed_card({"a": {"m": {"tp": 5, "fn": 3, "tn": 9, "fp": 0}},
+                  "b": {"m": {"tp": 6, "fn": 2, "tn": 8, "fp": 0}}})  # fmt: skip
+    table = pair_table(card, reps=500)
+    assert table is not None and "The dataset × model fit was not used" in table.note
+    old = json.loads(json.dumps(CONFOUNDED))
+    for entry in old["strata"]["dataset"].values():
+        del entry["by_model"]
+    assert pair_table(old) is None

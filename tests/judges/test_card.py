@@ -412,6 +412,12 @@ def test_judge_card_prints_a_table_or_the_json(
     row = next(line for line in text.splitlines() if line.startswith("dataset gsm8k"))
     assert f"{gsm8k['value']:.2f} [{gsm8k['ci_low']:.2f}, {gsm8k['ci_high']:.2f}]" in row
     assert text.splitlines()[0] == f"judge card {card['card_id']}" and "method:" in text
+    pairs = text[text.index("what corrected rates assume, per dataset × model") :]
+    row = next(line for line in pairs.splitlines() if line.startswith("sharegpt  "))
+    first = sorted(card["strata"]["dataset"]["sharegpt"]["by_model"])[0]
+    s = card["strata"]["dataset"]["sharegpt"]["by_model"][first]
+    assert row.split()[1:4] == [first, str(sum(s.values())), f"{s['tp']}/{s['tp'] + s['fn']}"]
+    assert any(line.startswith("(new)") for line in pairs.splitlines())
     assert main(["judge", "card", "--judge", "offline", "--out", str(tmp_path),
                  "--format", "json"]) == 0  # fmt: skip
     assert json.loads(capsys.readouterr().out) == card

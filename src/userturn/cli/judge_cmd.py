@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
+import numpy as np
 import typer
 
 from userturn.analysis.cards import CARDS_DIR
+from userturn.analysis.correction import CARD_KEYS, cell_error_draws
 from userturn.analysis.tables import Table
 from userturn.cli import output
 from userturn.cli.io import Interrupted, atomic_lines, check_output
@@ -225,6 +227,11 @@ def card(
     else:
         output.emit(card_table(data), detail=(), key=("reference turns",))
         output.note(_card_note(data, written))
+        pairs = pair_table(data)
+        if pairs is None:
+            output.note(NO_PAIRS)
+        else:
+            output.emit(pairs, key=("dataset", "model"))
     for path in written:
         typer.echo(f"wrote {path}", err=True)
     if run_dir is not None:  # the run's corrected rates use the new card from now on
@@ -256,6 +263,60 @@ def _card_row(name: str, block: dict[str, Any]) -> list[str]:
     return [name, str(n), f"{ref} ({ref / n:.0%})" if n else "0",
             f"{judged} ({judged / n:.0%})" if n else "0",
             _interval(block["sensitivity"]), _interval(block["specificity"])]  # fmt: skip
+
+
+NEW = "(new)"
+"""The name, in the pairs table, of a model or dataset the card has no turns from."""
+NO_PAIRS = (
+    "This card has no dataset × model counts (cards written before 2026-12-05): corrected "
+    "rates shift its dataset stratum by the model's distance from the average model."
+)
+
+
+def pair_table(card: dict[str, Any], reps: int = 4000) -> Table | None:
+    """What a run's corrected rate assumes, per dataset × model pair of the card: the
+    pair's own reference counts beside the se and sp the correction draws for a run of
+    that model on that dataset (``analysis.strata``: the joint fit, which shrinks a
+    pair's few turns toward its dataset and model). Each dataset ends with a model the
+    card lacks, whose draws are as wide as the card's models are apart, and the table
+    with a dataset and model both new. None for a card without cross counts.
+
+    Why: the card's own table is marginal, and on the shipped card the marginals are
+    confounded (people wrote most ShareGPT turns), so a user reading it alone would pick
+    the wrong se and sp for their run."""
+    anchor = (card.get("strata") or {}).get("dataset") or {}
+    if not anchor or any("by_model" not in entry for entry in anchor.values()):
+        return None
+    pairs = [(d, m) for d, e in sorted(anchor.items()) for m in [*sorted(e["by_model"]), NEW]]
+    rows, shown, caveats = [], [], set()
+    for dataset, model in [*pairs, (NEW, NEW)]:
+        s = anchor.get(dataset, {}).get("by_model", {}).get(model) or dict.fromkeys(CARD_KEYS, 0)
+        run = ["" if name == NEW else name for name in (dataset, model)]
+        draws = cell_error_draws(card, run[0], run[1], reps=reps)
+        caveats.add(draws.caveat)
+        raw: list[Any] = [dataset, model, sum(s.values())]
+        text = [dataset, model, str(sum(s.values()))]
+        for x, n, d in ((s["tp"], s["tp"] + s["fn"], draws.sens),
+                        (s["tn"], s["tn"] + s["fp"], draws.spec)):  # fmt: skip
+            lo, hi = (float(v) for v in np.percentile(d, [2.5, 97.5]))
+            raw += [x, n, float(d.mean()), lo, hi]
+            text += [f"{x}/{n}" if n else "-", f"{d.mean():.2f} [{lo:.2f}, {hi:.2f}]"]
+        rows.append(raw)
+        shown.append(text)
+    cols = ["dataset", "model", "turns", "se: card", "se: used [95%]", "sp: card"]
+    cols += ["sp: used [95%]"]
+    data = ["dataset", "model", "turns"]
+    data += [
+        f"{side}{k}" for side in ("se", "sp") for k in ("_right", "_turns", "", "_low", "_high")
+    ]
+    note = (
+        f"{NEW}: a model or dataset the card has no turns from. card: the pair's reference"
+        " turns the judge got right; used: the mean and 95% range of the draws a corrected"
+        " rate takes for a run of that model on that dataset."
+    )
+    note += "".join(f" {c[0].upper()}{c[1:]}." for c in sorted(caveats) if c)
+    title = "what corrected rates assume, per dataset × model (fit jointly)"
+    return Table("card_pairs", title, cols, rows, shown, note, data)
 
 
 def _interval(x: dict[str, float | None]) -> str:
