@@ -18,6 +18,13 @@ have had before the run.
   held-back people's turns by dataset and by labelling batch; and the held-back ShareGPT
   turns cut at random (seed 0) into 10 runs of about 52, which are many runs of one
   kind, for coverage.
+- **A Bayesian alternative, side by side** (not what ``userturn`` applies). The
+  posterior of the true rate π under a flat prior, with the judged count binomial in
+  n at q = π se + (1 − π)(1 − sp), averaged over the same (se, sp) draws the
+  stratified correction takes: the posterior median and its 95% highest-density
+  interval (which reaches 0 or 1 where the density is highest there). Unlike the
+  clipped Rogan–Gladen estimate it never leaves [0, 1] and is shrunk by as much as a
+  run is small; it is measured here to see whether it would be the better default.
 - **Figures.** Per run: turns, judged and reference rate, the corrected rate with its
   95% CI and whether the CI holds the reference rate. Per group of runs: the mean
   absolute and the mean signed error (bias) of the judged and of the corrected rate
@@ -41,10 +48,12 @@ import numpy as np
 from judge_prior_shift import judge_views
 
 from userturn.analysis.correction import CARD_KEYS, corrected_rate, stratified_rate
+from userturn.analysis.strata import error_draws
 from userturn.judges.card import _groups, load_card
 from userturn.judges.offline_fit import Reference
 
 MIN_RUN = 20
+GRID = np.linspace(0.0, 1.0, 401)
 CHUNKS = 10
 AXES = ("model", "dataset", "style", "file")
 
@@ -117,6 +126,9 @@ def one_run(
     items = [(int(s), 1) for s in sigma[mask]]
     fixed = stratified_rate(items, left, dataset, model)
     pooled = corrected_rate(items, left["sigma"])
+    draws = error_draws(left, str(dataset), str(model), "", np.random.default_rng(0), 4000)
+    assert draws is not None
+    bayes, bayes_ci = posterior(int(sigma[mask].sum()), int(mask.sum()), draws.sens, draws.spec)
     ref_rate = float(truth[mask].mean())
     assert fixed.rate is not None and fixed.ci_low is not None and fixed.ci_high is not None
     assert fixed.sens is not None and fixed.spec is not None and pooled.rate is not None
@@ -132,13 +144,34 @@ def one_run(
         "sens_spec": [round(fixed.sens, 3), round(fixed.spec, 3)],
         "uncovered": [a for a, s in fixed.strata.items() if s is None],
         "pooled": round(pooled.rate, 3),
+        "posterior": round(bayes, 3),
+        "posterior_ci": [round(bayes_ci[0], 3), round(bayes_ci[1], 3)],
+        "posterior_covers": bool(bayes_ci[0] <= ref_rate <= bayes_ci[1]),
     }
+
+
+def posterior(
+    k: int, n: int, sens: np.ndarray, spec: np.ndarray
+) -> tuple[float, tuple[float, float]]:
+    """Median and 95% highest-density interval of π given k of n judged genuine, on a
+    grid, under a flat prior, the likelihood averaged over the (se, sp) draws."""
+    from scipy.stats import binom
+
+    q = GRID[:, None] * sens[None, :] + (1 - GRID[:, None]) * (1 - spec[None, :])
+    post = binom.pmf(k, n, q).mean(axis=1)
+    post /= post.sum()
+    median = float(GRID[np.searchsorted(np.cumsum(post), 0.5)])
+    order = np.argsort(-post)  # the densest grid points until they hold 95%
+    kept = GRID[order[: int(np.searchsorted(np.cumsum(post[order]), 0.95)) + 1]]
+    return median, (float(kept.min()), float(kept.max()))
 
 
 def summary(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     judged = np.array([r["judged"] - r["reference"] for r in runs.values()])
     fixed = np.array([r["corrected"] - r["reference"] for r in runs.values()])
     pooled = np.array([r["pooled"] - r["reference"] for r in runs.values()])
+    bayes = np.array([r["posterior"] - r["reference"] for r in runs.values()])
+    bayes_width = [r["posterior_ci"][1] - r["posterior_ci"][0] for r in runs.values()]
     return {
         "runs": len(runs),
         "judged_mae": round(float(np.abs(judged).mean()), 3),
@@ -149,6 +182,12 @@ def summary(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "pooled_bias": round(float(pooled.mean()), 3),
         "coverage": round(float(np.mean([r["covers"] for r in runs.values()])), 3),
         "mean_ci_width": round(float(np.mean([r["ci"][1] - r["ci"][0] for r in runs.values()])), 3),
+        "posterior_mae": round(float(np.abs(bayes).mean()), 3),
+        "posterior_bias": round(float(bayes.mean()), 3),
+        "posterior_coverage": round(
+            float(np.mean([r["posterior_covers"] for r in runs.values()])), 3
+        ),
+        "posterior_mean_ci_width": round(float(np.mean(bayes_width)), 3),
     }
 
 
@@ -200,6 +239,7 @@ def main() -> int:
         "fit_runs": cells,
         "fit_summary": {g: summary(r) for g, r in sorted(groups.items())},
         "heldout_people": people,
+        "heldout_people_summary": summary(people),
         "heldout_chunks": chunks,
         "heldout_chunks_summary": summary(chunks),
     }

@@ -34,6 +34,7 @@ ORDER = [
     "cascade_dev",
     "judge_prior_shift",
     "correction_heldout",
+    "correction_posterior",
 ]
 
 
