@@ -33,6 +33,7 @@ ORDER = [
     "cascade_oof",
     "cascade_dev",
     "judge_prior_shift",
+    "judge_people_cut",
     "correction_heldout",
     "correction_posterior",
 ]
