@@ -5,8 +5,10 @@ it reads ``judge_train.jsonl``, ``judge_dev.jsonl`` and ``judge_realistic.jsonl`
 ``shared/`` (``$USERTURN_SHARED`` or beside the repository) and the project's
 ``judge_human.jsonl`` from the package, and rewrites the shipped ``offline_params.json``;
 ``--cards`` also judges ``judge_human_heldout.jsonl``, which the fit never reads. The same
-files and scikit-learn version give byte-identical parameters: every random choice is
-seeded and the forests are grown on one thread.
+files and scikit-learn version give byte-identical parameters on one kind of CPU: every
+random choice is seeded and the forests are grown on one thread. Another CPU family's
+BLAS rounds the act head's solver differently (about 1e-5), and the trees then split
+elsewhere: the same judge up to about 1% of verdicts, not the same bytes.
 
 The recipe, and why:
 
