@@ -49,9 +49,7 @@ from judge_prior_shift import judge_views, kappa
 
 from userturn.datasets import load_dataset
 from userturn.judges import protocol
-from userturn.judges.offline_features import measure_turn
-from userturn.judges.offline_fit import FOLDS, SEED, Reference
-from userturn.judges.offline_meaning import measure_meaning
+from userturn.judges.offline_fit import FOLDS, SEED, Reference, measure_rows
 
 UNLABELLED = 3000
 CUTS = (0.15, 0.2, 0.25, 0.3, 0.4)
@@ -66,7 +64,7 @@ def english(text: str) -> bool:
     return bool(letters) and sum(c.isascii() for c in letters) / len(letters) > 0.97
 
 
-def unlabelled_people(used: set[str]) -> list[tuple[list[Any], str]]:
+def unlabelled_people(used: set[str]) -> list[dict[str, Any]]:
     """First-exchange next turns of ShareGPT chats no reference file quotes (seeded)."""
     out = []
     for item in load_dataset("sharegpt").load():
@@ -77,17 +75,16 @@ def unlabelled_people(used: set[str]) -> list[tuple[list[Any], str]]:
         if len(q) > 1500 or len(a) > 3000 or not english(q + a + turn):
             continue
         if protocol.context_group(messages) not in used:
-            out.append((messages, turn))
+            out.append({"messages": messages, "user_turn": turn})
     order = np.random.default_rng(SEED).permutation(len(out))[:UNLABELLED]
     return [out[i] for i in order]
 
 
-def features(pairs: list[tuple[list[Any], str]]) -> np.ndarray:
-    """The judge's hand-made features and paraphrase similarities, as in ``Reference``."""
-    rows = [
-        np.r_[measure_turn(m, t).vector(), measure_meaning(m, t).similarities] for m, t in pairs
-    ]
-    return np.array(rows)
+def features(rows: list[dict[str, Any]]) -> np.ndarray:
+    """The judge's hand-made features and paraphrase similarities (``Reference.x``,
+    ``Reference.sims``)."""
+    x, sims, _ = measure_rows(rows)
+    return np.hstack([x, sims])
 
 
 def trees() -> ExtraTreesClassifier:
@@ -97,9 +94,10 @@ def trees() -> ExtraTreesClassifier:
     )  # fmt: skip
 
 
-def detector(ref: Reference, held: Reference, extra: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def detector(
+    ref: Reference, styles: np.ndarray, held: Reference, extra: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """P(typed by a person) for the fit turns (out of fold) and the held-back ones."""
-    styles = protocol.styles(ref.rows)
     x, y = np.hstack([ref.x, ref.sims]), np.isin(styles, PEOPLE)
     known = y | np.isin(styles, MACHINE)
     oof = np.zeros(len(ref.rows))
@@ -123,9 +121,13 @@ def moved(v: dict[str, np.ndarray], cut: np.ndarray) -> np.ndarray:
 
 
 def outcome(
-    ref: Reference, held: Reference, fit_sigma: np.ndarray, held_sigma: np.ndarray
+    ref: Reference,
+    styles: np.ndarray,
+    held: Reference,
+    fit_sigma: np.ndarray,
+    held_sigma: np.ndarray,
 ) -> dict[str, float]:
-    styles = protocol.styles(ref.rows)
+    """κ per style and on the realistic file; sensitivity, judged rate and κ held back."""
     realistic = ref.file_of == protocol.REALISTIC_FILE
     out = {s: kappa(ref.genuine[styles == s], fit_sigma[styles == s]) for s in protocol.STYLES}
     out["realistic"] = kappa(ref.genuine[realistic], fit_sigma[realistic])
@@ -153,10 +155,10 @@ def main() -> int:
     ref, held, fit, back = views.ref, views.held, views.fit, views.back
     styles = protocol.styles(ref.rows)
     extra = features(unlabelled_people(set(ref.groups.tolist()) | set(held.groups.tolist())))
-    d_fit, d_held = detector(ref, held, extra)
+    d_fit, d_held = detector(ref, styles, held, extra)
     people = np.isin(styles, PEOPLE)
     reviewers = float(held.genuine.mean())
-    base = outcome(ref, held, fit["sigma"], back["sigma"])
+    base = outcome(ref, styles, held, fit["sigma"], back["sigma"])
     out: dict[str, Any] = {
         "fitted_cut": views.shipped.threshold,
         "reviewers_rate": round(reviewers, 3),
@@ -166,16 +168,19 @@ def main() -> int:
         s: auc_apart(d_held, d_fit[styles == s]) for s in (*MACHINE, "written_human_like")
     }
     out["one_cut"] = {
-        f"{t:g}": outcome(ref, held, moved(fit, np.full(len(ref.rows), t)), moved(back, t))
+        f"{t:g}": outcome(ref, styles, held, moved(fit, np.full(len(ref.rows), t)), moved(back, t))
         for t in CUTS
     }
     out["oracle"] = {
-        f"{t:g}": outcome(ref, held, moved(fit, np.where(people, t, fit["cut"])), moved(back, t))
+        f"{t:g}": outcome(
+            ref, styles, held, moved(fit, np.where(people, t, fit["cut"])), moved(back, t)
+        )
         for t in CUTS
     }
     out["detector"] = {
         f"D{d:g}_T{t:g}": outcome(
             ref,
+            styles,
             held,
             moved(fit, np.where(d_fit >= d, t, fit["cut"])),
             moved(back, np.where(d_held >= d, t, back["cut"])),

@@ -302,9 +302,10 @@ def test_shipped_parameters_are_the_refit() -> None:
         pytest.skip(f"reference files not found under {SHARED}")
     ref = offline_fit.load_reference(paths)
     refit = offline_fit.fit_params(ref)
-    shipped = json.loads(offline_fit.default_output().read_text())
+    text = offline_fit.default_output().read_text()
+    shipped = json.loads(text)
     if refit["head"] == shipped["head"] and refit["fit"] == shipped["fit"]:
-        assert offline_fit.dumps(refit) == offline_fit.default_output().read_text()
+        assert offline_fit.dumps(refit) == text
         return
     assert _unfitted(refit) == _unfitted(shipped)
     assert refit["labels"]["classes"] == shipped["labels"]["classes"]

@@ -135,6 +135,14 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return [row for _, row in reference_rows(path)]
 
 
+def measure_rows(rows: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Hand-made features, paraphrase similarities and turn embeddings of rows with
+    ``messages`` and ``user_turn`` (labelled or not), as a ``Reference`` holds them."""
+    meaning = [measure_meaning(r["messages"], r["user_turn"]) for r in rows]
+    x = np.array([measure_turn(r["messages"], r["user_turn"]).vector() for r in rows])
+    return x, np.array([m.similarities for m in meaning]), np.array([m.embedding for m in meaning])
+
+
 def load_reference(paths: list[Path]) -> Reference:
     rows, files, file_of = [], [], []
     for path in paths:
@@ -142,12 +150,12 @@ def load_reference(paths: list[Path]) -> Reference:
         rows += part
         files.append(file_entry(path, len(part)))
         file_of += [path.name] * len(part)
-    meaning = [measure_meaning(r["messages"], r["user_turn"]) for r in rows]
+    x, sims, emb = measure_rows(rows)
     return Reference(
         rows=rows,
-        x=np.array([measure_turn(r["messages"], r["user_turn"]).vector() for r in rows]),
-        sims=np.array([m.similarities for m in meaning]),
-        emb=np.array([m.embedding for m in meaning]),
+        x=x,
+        sims=sims,
+        emb=emb,
         genuine=np.array([bool(r["genuine_followup"]) for r in rows]),
         labels=np.array([str(r["label"]) for r in rows]),
         files=files,
